@@ -1,0 +1,90 @@
+"""The one settings root (pydantic-settings, env prefix ``PAGESIGHT_``).
+
+Nested options use ``__`` in environment variables, e.g. ``PAGESIGHT_RENDER__DPI=200`` or
+``PAGESIGHT_PARSE__OCR__KIND=rapidocr``. Engine options are pydantic models selected by their
+``kind`` field (the docling pattern), so a config file names an engine and only its own knobs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class RenderOptions(BaseModel):
+    dpi: int = Field(default=144, ge=36, le=600, description="page image resolution")
+    max_page_pixels: int = Field(
+        default=16_000_000,
+        ge=100_000,
+        description="a page whose render would exceed this is rendered at a lower dpi",
+    )
+    image_format: Literal["png", "jpeg"] = "png"
+    jpeg_quality: int = Field(default=85, ge=30, le=100)
+
+
+class TesseractOptions(BaseModel):
+    kind: Literal["tesseract"] = "tesseract"
+    languages: str = Field(
+        default="eng", description="tesseract language codes joined by '+', e.g. 'eng+jpn'"
+    )
+    detect_script: bool = Field(
+        default=True, description="use tesseract OSD to add 'jpn' when a page is Japanese"
+    )
+    psm: int = Field(default=6, ge=0, le=13, description="page segmentation mode")
+    preprocess: bool = Field(
+        default=True, description="median filter, Otsu binarisation, ruled-line removal"
+    )
+
+
+class RapidOcrOptions(BaseModel):
+    kind: Literal["rapidocr"] = "rapidocr"
+    min_confidence: float = Field(default=0.5, ge=0.0, le=1.0)
+
+
+OcrOptions = Annotated[TesseractOptions | RapidOcrOptions, Field(discriminator="kind")]
+
+
+class ParseOptions(BaseModel):
+    ocr: OcrOptions = Field(default_factory=TesseractOptions)
+    ocr_dpi: int = Field(default=300, ge=72, le=600)
+    image_only_max_chars: int = Field(
+        default=20, description="a page with fewer text-layer characters than this may need OCR"
+    )
+    image_only_min_coverage: float = Field(
+        default=0.6, ge=0.0, le=1.0, description="...and images covering at least this share"
+    )
+    docling_artifacts_path: Path | None = Field(
+        default=None,
+        description="enables Docling's standard PDF pipeline (layout weights on local disk)",
+    )
+
+
+class ChunkOptions(BaseModel):
+    max_chars: int = Field(default=1200, ge=200, description="split longer text at sentence ends")
+    min_chars: int = Field(default=200, ge=0, description="merge shorter neighbours in a section")
+
+
+class LimitsOptions(BaseModel):
+    max_file_bytes: int = Field(default=500 * 1024 * 1024, ge=1)
+    max_pages: int = Field(default=5000, ge=1)
+    parse_timeout_s: float = Field(default=1800.0, gt=0, description="wall clock per file")
+    parse_memory_mb: int = Field(default=6144, ge=256, description="address-space cap per file")
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="PAGESIGHT_", env_nested_delimiter="__", extra="ignore"
+    )
+
+    data_dir: Path = Field(default=Path("var"), description="index, page images, job database")
+    render: RenderOptions = Field(default_factory=RenderOptions)
+    parse: ParseOptions = Field(default_factory=ParseOptions)
+    chunk: ChunkOptions = Field(default_factory=ChunkOptions)
+    limits: LimitsOptions = Field(default_factory=LimitsOptions)
+
+    @property
+    def page_image_dir(self) -> Path:
+        return self.data_dir / "pages"

@@ -1,0 +1,175 @@
+"""The typed document model shared by every layer (DESIGN.md section 2).
+
+Coordinates are PDF points (1/72 inch) with the origin at the top-left of the page as displayed
+(after /Rotate is applied), which is PyMuPDF's convention and the one page images use. Ids are
+strings produced by :mod:`core.ids` so that re-parsing the same bytes gives the same ids.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from core.errors import ErrorCode
+
+
+class ElementKind(StrEnum):
+    TEXT = "text"
+    TITLE = "title"
+    TABLE = "table"
+    FIGURE = "figure"
+    EQUATION = "equation"
+    CAPTION = "caption"
+    LIST = "list"
+    CODE = "code"
+
+
+#: Kinds that are never split and always travel with their caption.
+ATOMIC_KINDS = frozenset({ElementKind.TABLE, ElementKind.FIGURE, ElementKind.EQUATION})
+
+
+class SourceFormat(StrEnum):
+    PDF = "pdf"
+    IMAGE = "image"
+    DOCX = "docx"
+    HTML = "html"
+    MARKDOWN = "markdown"
+
+
+class BBox(BaseModel):
+    """An axis-aligned box in PDF points, top-left origin."""
+
+    model_config = ConfigDict(frozen=True)
+
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+
+    @model_validator(mode="after")
+    def _ordered(self) -> BBox:
+        if self.x1 < self.x0 or self.y1 < self.y0:
+            raise ValueError(f"bbox corners out of order: {self}")
+        return self
+
+    @classmethod
+    def of(cls, rect: tuple[float, float, float, float] | list[float]) -> BBox:
+        x0, y0, x1, y1 = (float(v) for v in rect)
+        return cls(x0=min(x0, x1), y0=min(y0, y1), x1=max(x0, x1), y1=max(y0, y1))
+
+    @property
+    def width(self) -> float:
+        return self.x1 - self.x0
+
+    @property
+    def height(self) -> float:
+        return self.y1 - self.y0
+
+    @property
+    def area(self) -> float:
+        return self.width * self.height
+
+    def union(self, other: BBox) -> BBox:
+        return BBox(
+            x0=min(self.x0, other.x0),
+            y0=min(self.y0, other.y0),
+            x1=max(self.x1, other.x1),
+            y1=max(self.y1, other.y1),
+        )
+
+    def intersection_area(self, other: BBox) -> float:
+        w = min(self.x1, other.x1) - max(self.x0, other.x0)
+        h = min(self.y1, other.y1) - max(self.y0, other.y0)
+        return w * h if w > 0 and h > 0 else 0.0
+
+    def clip(self, width: float, height: float) -> BBox:
+        return BBox(
+            x0=min(max(self.x0, 0.0), width),
+            y0=min(max(self.y0, 0.0), height),
+            x1=min(max(self.x1, 0.0), width),
+            y1=min(max(self.y1, 0.0), height),
+        )
+
+    def as_tuple(self) -> tuple[float, float, float, float]:
+        return (self.x0, self.y0, self.x1, self.y1)
+
+
+class Document(BaseModel):
+    """One ingested file. ``doc_id`` is stable across edits; ``version`` changes with the bytes."""
+
+    doc_id: str
+    version: str = Field(description="sha256 of the file's bytes")
+    tenant: str = "default"
+    acl: list[str] = Field(default_factory=list, description="principals allowed to read it")
+    source_uri: str
+    title: str | None = None
+    valid_until: datetime | None = None
+    page_count: int = 0
+    source_format: SourceFormat = SourceFormat.PDF
+    size_bytes: int = 0
+
+
+class Page(BaseModel):
+    doc_id: str
+    page_number: int = Field(ge=1, description="1-based")
+    width: float = Field(description="points, as displayed")
+    height: float = Field(description="points, as displayed")
+    image_ref: str | None = Field(default=None, description="content address of the rendered image")
+    image_size: tuple[int, int] | None = Field(default=None, description="pixels (w, h)")
+    has_text_layer: bool = False
+    parser: str = Field(default="text-layer", description="what produced this page's elements")
+    warnings: list[str] = Field(default_factory=list)
+
+
+class Element(BaseModel):
+    """One unit of page content, in reading order (``seq``) within its page."""
+
+    element_id: str
+    doc_id: str
+    kind: ElementKind
+    text: str = Field(description="markdown for tables, LaTeX for equations, the caption for figures")
+    page_number: int = Field(ge=1)
+    seq: int = Field(ge=0, description="reading order within the page")
+    bbox: BBox | None = None
+    section_path: list[str] = Field(default_factory=list)
+    parser: str = "text-layer"
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    caption: str | None = Field(default=None, description="tables/figures/equations: their caption")
+
+
+class Chunk(BaseModel):
+    """The unit of text retrieval: one or more consecutive elements of one section."""
+
+    chunk_id: str
+    doc_id: str
+    seq: int = Field(ge=0)
+    element_ids: list[str]
+    page_numbers: list[int]
+    section_path: list[str] = Field(default_factory=list)
+    kinds: list[ElementKind]
+    text: str
+    bboxes: list[tuple[int, BBox]] = Field(
+        default_factory=list, description="(page_number, bbox) of each element that has one"
+    )
+
+
+class ParseWarning(BaseModel):
+    """A problem that cost part of a document but not all of it (e.g. one page failed OCR)."""
+
+    code: ErrorCode
+    page_number: int | None = None
+    message: str
+
+
+class ParsedDocument(BaseModel):
+    """What the parse stage hands to chunking and indexing."""
+
+    document: Document
+    pages: list[Page]
+    elements: list[Element]
+    warnings: list[ParseWarning] = Field(default_factory=list)
+
+    def elements_on(self, page_number: int) -> list[Element]:
+        return [e for e in self.elements if e.page_number == page_number]
