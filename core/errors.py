@@ -40,7 +40,7 @@ class ErrorCode(StrEnum):
 
 
 class PageSightError(Exception):
-    """A failure with a stage and an error code; the message is meant for the person who sent the file."""
+    """A failure with a stage and an error code; the message is for the person who sent the file."""
 
     def __init__(self, code: ErrorCode, stage: Stage, message: str) -> None:
         super().__init__(f"[{stage.value}/{code.value}] {message}")

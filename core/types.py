@@ -129,7 +129,9 @@ class Element(BaseModel):
     element_id: str
     doc_id: str
     kind: ElementKind
-    text: str = Field(description="markdown for tables, LaTeX for equations, the caption for figures")
+    text: str = Field(
+        description="markdown for tables, LaTeX for equations, the caption for figures"
+    )
     page_number: int = Field(ge=1)
     seq: int = Field(ge=0, description="reading order within the page")
     bbox: BBox | None = None

@@ -1,0 +1,207 @@
+"""The parse stage: one file in, a :class:`ParsedDocument` out.
+
+It decides the route per file (PDF / image / Docling formats) and per page (layout model for
+born-digital pages, OCR for image-only ones), renders and stores page images, and assembles the
+elements. It never touches an index; :mod:`ingestion.isolation` runs it in a child process.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from core.errors import ErrorCode, PageSightError
+from core.ids import file_version, make_doc_id
+from core.settings import Settings
+from core.types import Document, Page, ParsedDocument, ParseWarning, SourceFormat
+from ingestion.parse.blocks import ElementAssembler, RawBlock
+from ingestion.sources import check_file, detect_format
+
+if TYPE_CHECKING:
+    import pymupdf
+
+    from ingestion.ocr.base import OcrEngine
+    from ingestion.render import PageImageStore, Renderer
+
+log = logging.getLogger(__name__)
+
+_LAYOUT_BATCH = 16  # pages per layout-model call: bounds memory on 500-page filings
+
+#: Called with (pages done, pages in the file) as parsing advances.
+ProgressCallback = Callable[[int, int], None]
+
+
+@dataclass
+class SourceInfo:
+    """Who owns a file and where it came from; everything the bytes themselves do not say."""
+
+    tenant: str = "default"
+    acl: list[str] = field(default_factory=list)
+    source_uri: str | None = None
+    doc_id: str | None = None
+    password: str | None = None
+    title: str | None = None
+    valid_until: datetime | None = None
+
+
+class DocumentParser:
+    """Parses one file. Cheap to construct; the OCR engine and layout model load on first use."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        image_store: PageImageStore | None = None,
+        ocr_engine: OcrEngine | None = None,
+    ) -> None:
+        self.settings = settings
+        self.image_store = image_store
+        self._ocr_engine = ocr_engine
+
+    @property
+    def ocr_engine(self) -> OcrEngine:
+        if self._ocr_engine is None:
+            from ingestion.ocr.factory import build_ocr_engine
+
+            self._ocr_engine = build_ocr_engine(self.settings.parse.ocr)
+        return self._ocr_engine
+
+    def parse(
+        self, path: Path, source: SourceInfo | None = None, progress: ProgressCallback | None = None
+    ) -> ParsedDocument:
+        source = source or SourceInfo()
+        size = check_file(path, self.settings.limits.max_file_bytes)
+        fmt = detect_format(path)
+        uri = source.source_uri or path.resolve().as_uri()
+        document = Document(
+            doc_id=source.doc_id or make_doc_id(source.tenant, uri),
+            version=file_version(path),
+            tenant=source.tenant,
+            acl=list(source.acl),
+            source_uri=uri,
+            title=source.title,
+            valid_until=source.valid_until,
+            source_format=fmt,
+            size_bytes=size,
+        )
+        if fmt in (SourceFormat.DOCX, SourceFormat.HTML, SourceFormat.MARKDOWN):
+            from ingestion.parse.docling_formats import parse_with_docling
+
+            parsed = parse_with_docling(path, document)
+            if progress:
+                progress(1, 1)
+            return parsed
+        from ingestion.parse.pdf import open_image_as_pdf, open_pdf
+
+        if fmt == SourceFormat.IMAGE:
+            doc = open_image_as_pdf(path)
+        else:
+            doc = open_pdf(path, source.password, self.settings.limits.max_pages)
+        with doc:
+            return self._parse_pdf(doc, document, progress)
+
+    def _parse_pdf(
+        self, doc: pymupdf.Document, document: Document, progress: ProgressCallback | None
+    ) -> ParsedDocument:
+        from ingestion.parse.pdf import LayoutPageParser, needs_ocr, page_text_stats
+        from ingestion.render import PyMuPdfRenderer
+
+        options = self.settings.parse
+        total = doc.page_count
+        warnings: list[ParseWarning] = []
+        if doc.is_repaired:
+            warnings.append(
+                ParseWarning(code=ErrorCode.CORRUPT, message="damaged PDF structure was repaired")
+            )
+        stats = {n: page_text_stats(doc.load_page(n - 1)) for n in range(1, total + 1)}
+        ocr_pages = {n for n, s in stats.items() if needs_ocr(s, options)}
+        layout_pages = [n for n in range(1, total + 1) if n not in ocr_pages]
+
+        renderer = PyMuPdfRenderer(doc, self.settings.render.max_page_pixels)
+        pages: dict[int, Page] = {}
+        blocks: dict[int, list[RawBlock]] = {}
+        done = 0
+
+        def advance() -> None:
+            nonlocal done
+            done += 1
+            if progress:
+                progress(done, total)
+
+        layout = LayoutPageParser()
+        for start in range(0, len(layout_pages), _LAYOUT_BATCH):
+            batch = layout_pages[start : start + _LAYOUT_BATCH]
+            try:
+                blocks.update(layout.parse(doc, batch))
+            except Exception as exc:  # the layout model failing costs these pages' structure
+                log.warning("layout model failed on pages %s: %s", batch, exc)
+                for n in batch:
+                    warnings.append(
+                        ParseWarning(
+                            code=ErrorCode.CORRUPT, page_number=n, message=f"layout failed: {exc}"
+                        )
+                    )
+            for n in batch:
+                pages[n] = self._page(document, renderer, n, has_text_layer=True)
+                advance()
+        for n in sorted(ocr_pages):
+            page = self._page(document, renderer, n, has_text_layer=False)
+            page.parser = self.ocr_engine.name
+            try:
+                blocks[n] = self._ocr_page(renderer, n)
+            except PageSightError as exc:
+                warnings.append(ParseWarning(code=exc.code, page_number=n, message=exc.message))
+            pages[n] = page
+            advance()
+
+        assembler = ElementAssembler(outline=[tuple(e[:3]) for e in doc.get_toc(simple=True)])
+        elements = assembler.assemble(
+            document.doc_id,
+            document.version,
+            [(n, blocks.get(n, [])) for n in range(1, total + 1)],
+        )
+        document.page_count = total
+        if not document.title:
+            document.title = (doc.metadata or {}).get("title") or next(
+                (e.text for e in elements if e.kind == "title"), None
+            )
+        return ParsedDocument(
+            document=document,
+            pages=[pages[n] for n in range(1, total + 1)],
+            elements=elements,
+            warnings=warnings,
+        )
+
+    def _page(self, document: Document, renderer: Renderer, n: int, has_text_layer: bool) -> Page:
+        image_ref = None
+        image_size = None
+        page_warnings: list[str] = []
+        if self.image_store is not None:
+            rendered = renderer.render(n, self.settings.render.dpi)
+            image_ref = self.image_store.put(document.tenant, rendered.image)
+            image_size = rendered.image.size
+            width, height = rendered.width_pt, rendered.height_pt
+            if rendered.dpi < self.settings.render.dpi - 1:
+                page_warnings.append(f"rendered at {rendered.dpi:.0f} dpi to stay in pixel limit")
+        else:
+            width, height = renderer.page_size(n)
+        return Page(
+            doc_id=document.doc_id,
+            page_number=n,
+            width=width,
+            height=height,
+            image_ref=image_ref,
+            image_size=image_size,
+            has_text_layer=has_text_layer,
+            warnings=page_warnings,
+        )
+
+    def _ocr_page(self, renderer: Renderer, n: int) -> list[RawBlock]:
+        from ingestion.parse.pdf import ocr_blocks
+
+        rendered = renderer.render(n, self.settings.parse.ocr_dpi)
+        result = self.ocr_engine.recognize(rendered.image)
+        return ocr_blocks(result, rendered, self.ocr_engine.name)
