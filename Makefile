@@ -59,7 +59,8 @@ bench-parse: setup
 
 # Re-pin every installed package after changing dependencies in pyproject.toml.
 lock:
-	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^pagesight' > constraints.txt
+	{ echo "# Pinned versions of everything in .venv: regenerate with 'make lock' after changing pyproject.toml."; \
+	  $(BIN)/python -m pip freeze --exclude-editable | grep -v '^pagesight'; } > constraints.txt
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache

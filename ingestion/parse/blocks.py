@@ -23,6 +23,7 @@ CAPTION_PATTERN = re.compile(
 )
 _CAPTION_GAP_PT = 36.0  # a caption box this close to a table/figure belongs to it
 _TITLE_GAP_PT = 60.0  # a heading this close above a figure names it (chart titles)
+_SECTION_NUMBER = re.compile(r"^\s*(\d{1,2}(?:\.\d{1,2}){0,4})\.?\s+\D")
 _MIN_FIGURE_SIDE_PT = 36.0  # smaller wordless pictures are icons, logos, rules
 
 
@@ -113,9 +114,9 @@ def _normalise_heading(text: str) -> str:
 class ElementAssembler:
     """Turns per-page raw blocks into ordered, identified elements with section paths.
 
-    Heading levels come from the PDF outline when a heading matches an outline entry, otherwise
-    from the heading's font size ranked across the whole document (largest = level 1). Headings
-    that the outline does not know sit one level below its deepest entry.
+    Heading levels come from the PDF outline when a heading matches an outline entry, else from
+    its section number ("4.1" is level 2), else from its font size ranked across the whole
+    document (largest = level 1). Headings the outline does not know sit below its deepest entry.
     """
 
     def __init__(self, outline: list[tuple[int, str, int]] | None = None) -> None:
@@ -177,6 +178,9 @@ class ElementAssembler:
         outline_level = self._outline.get((page_number, _normalise_heading(block.text)))
         if outline_level is not None:
             return outline_level
+        numbered = _SECTION_NUMBER.match(block.text)
+        if numbered:  # "4 Methods" -> 1, "4.1 NCF" -> 2: numbering beats equal font sizes
+            return self._outline_depth + min(numbered.group(1).count(".") + 1, 6)
         if block.font_size and round(block.font_size) in font_sizes:
             rank = font_sizes.index(round(block.font_size)) + 1
         else:
