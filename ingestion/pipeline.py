@@ -151,7 +151,7 @@ class DocumentParser:
             page = self._page(document, renderer, n, has_text_layer=False)
             page.parser = self.ocr_engine.name
             try:
-                blocks[n] = self._ocr_page(renderer, n)
+                page.parser, blocks[n] = self._ocr_page(renderer, n)
             except PageSightError as exc:
                 warnings.append(ParseWarning(code=exc.code, page_number=n, message=exc.message))
             pages[n] = page
@@ -199,9 +199,10 @@ class DocumentParser:
             warnings=page_warnings,
         )
 
-    def _ocr_page(self, renderer: Renderer, n: int) -> list[RawBlock]:
+    def _ocr_page(self, renderer: Renderer, n: int) -> tuple[str, list[RawBlock]]:
+        """(engine that read the page, its blocks)."""
         from ingestion.parse.pdf import ocr_blocks
 
         rendered = renderer.render(n, self.settings.parse.ocr_dpi)
         result = self.ocr_engine.recognize(rendered.image)
-        return ocr_blocks(result, rendered, self.ocr_engine.name)
+        return result.engine, ocr_blocks(result, rendered, result.engine)

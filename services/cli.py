@@ -10,11 +10,18 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from core.errors import PageSightError
 from core.settings import Settings
@@ -46,13 +53,12 @@ def _parse_files(
     with _progress() as bar:
         for path in files:
             task = bar.add_task(path.name, total=None)
+
+            def report(done: int, total: int, task: TaskID = task) -> None:
+                bar.update(task, completed=done, total=total)
+
             try:
-                parsed = parse_isolated(
-                    path,
-                    settings,
-                    SourceInfo(password=password),
-                    progress=lambda done, total, t=task: bar.update(t, completed=done, total=total),
-                )
+                parsed = parse_isolated(path, settings, SourceInfo(password=password), report)
                 results.append((path, parsed))
             except PageSightError as exc:
                 results.append((path, exc))
@@ -100,8 +106,8 @@ def parse(
     settings = Settings()
     results = _parse_files(files, settings, password)
     failed = 0
-    out = Console(highlight=False)
-    dumped = []
+    out = Console(highlight=False, soft_wrap=True)
+    dumped: list[dict[str, Any]] = []
     for path, result in results:
         if isinstance(result, PageSightError):
             failed += 1
@@ -144,7 +150,7 @@ def demo(
         console.print(f"Generated {len(files)} sample documents in {settings.data_dir / 'samples'}")
     else:
         files = sorted(p for p in docs.rglob("*") if p.is_file())
-    out = Console(highlight=False)
+    out = Console(highlight=False, soft_wrap=True)
     total_elements = total_chunks = 0
     for path, result in _parse_files(files, settings, None):
         if isinstance(result, PageSightError):

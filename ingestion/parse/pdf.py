@@ -95,7 +95,7 @@ def _rebuild(doc: pymupdf.Document) -> pymupdf.Document:
     import pymupdf
 
     try:
-        data = doc.tobytes(garbage=3, encryption=pymupdf.PDF_ENCRYPT_NONE)
+        data = doc.tobytes(garbage=3, encryption=pymupdf.mupdf.PDF_ENCRYPT_NONE)
         rebuilt = pymupdf.open(stream=data, filetype="pdf")
     except (RuntimeError, ValueError) as exc:
         raise PageSightError(
