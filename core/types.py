@@ -175,3 +175,35 @@ class ParsedDocument(BaseModel):
 
     def elements_on(self, page_number: int) -> list[Element]:
         return [e for e in self.elements if e.page_number == page_number]
+
+
+class SparseVector(BaseModel):
+    """A sparse vector as (index, value) pairs; indices are unique and need not be sorted."""
+
+    indices: list[int] = Field(default_factory=list)
+    values: list[float] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _aligned(self) -> SparseVector:
+        if len(self.indices) != len(self.values):
+            raise ValueError("sparse vector indices and values differ in length")
+        return self
+
+
+#: The ACL principal that lets every principal of the tenant read a document.
+EVERYONE = "*"
+
+
+class AccessFilter(BaseModel):
+    """Who is asking: applied inside every candidate query, never after retrieval.
+
+    A point is visible when its ``tenant`` matches, its ``acl`` shares a principal with
+    ``principals`` (or contains :data:`EVERYONE`), and its ``valid_until`` is unset or not
+    before ``now``. ``principals=None`` skips the ACL check (tenant administrators, batch jobs),
+    never the tenant check.
+    """
+
+    tenant: str
+    principals: list[str] | None = None
+    now: datetime | None = None
+    doc_ids: list[str] | None = None
