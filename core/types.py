@@ -207,3 +207,99 @@ class AccessFilter(BaseModel):
     principals: list[str] | None = None
     now: datetime | None = None
     doc_ids: list[str] | None = None
+
+
+class JobState(StrEnum):
+    """Ingest job states (DESIGN.md section 2); READY and FAILED are terminal."""
+
+    PENDING = "PENDING"
+    RENDERING = "RENDERING"
+    PARSING = "PARSING"
+    EMBEDDING = "EMBEDDING"
+    INDEXING = "INDEXING"
+    READY = "READY"
+    FAILED = "FAILED"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (JobState.READY, JobState.FAILED)
+
+
+class IngestJob(BaseModel):
+    """One file's trip through ingestion, persisted so a killed batch can resume."""
+
+    job_id: str
+    tenant: str
+    source_uri: str
+    path: str
+    doc_id: str
+    version: str | None = None
+    acl: list[str] = Field(default_factory=list)
+    valid_until: datetime | None = None
+    state: JobState = JobState.PENDING
+    error_code: ErrorCode | None = None
+    error_stage: str | None = None
+    error_message: str | None = None
+    warnings: list[str] = Field(default_factory=list)
+    pages: int = 0
+    chunks: int = 0
+    unchanged: bool = False
+    attempts: int = 0
+    created_at: datetime
+    updated_at: datetime
+
+
+class RouteName(StrEnum):
+    """Retrieval routes (DESIGN.md section 4)."""
+
+    AUTO = "auto"
+    VISUAL = "visual"
+    TEXT = "text"
+    KEYWORD = "keyword"
+    HYBRID = "hybrid"
+
+
+class PageHit(BaseModel):
+    """One page in a ranked result: the unit users see and evaluation scores."""
+
+    doc_id: str
+    page_number: int
+    rank: int = Field(ge=1)
+    score: float = Field(description="fused score of the page's best candidate")
+    route_scores: dict[str, float] = Field(
+        default_factory=dict, description="raw score of the best candidate per route"
+    )
+    chunk_ids: list[str] = Field(default_factory=list)
+    element_ids: list[str] = Field(default_factory=list)
+    kinds: list[str] = Field(default_factory=list)
+    snippet: str = ""
+    title: str | None = None
+    source_uri: str | None = None
+    bboxes: list[BBox] = Field(default_factory=list, description="evidence boxes on this page")
+
+
+class RouteTrace(BaseModel):
+    route: str
+    weight: float
+    candidates: list[tuple[str, float]] = Field(
+        default_factory=list, description="(candidate id, raw score), best first"
+    )
+    skipped: str | None = Field(default=None, description="why the route did not run")
+
+
+class RetrievalTrace(BaseModel):
+    """What a query did, for debugging and audit (DESIGN.md section 5: a trace per query)."""
+
+    trace_id: str
+    query: str
+    requested_route: RouteName
+    route: RouteName
+    routes: list[RouteTrace] = Field(default_factory=list)
+    fused: list[tuple[str, float]] = Field(default_factory=list)
+    index_version: str | None = None
+    elapsed_ms: float = 0.0
+
+
+class SearchResult(BaseModel):
+    hits: list[PageHit]
+    trace: RetrievalTrace

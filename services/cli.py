@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -25,7 +26,18 @@ from rich.progress import (
 
 from core.errors import PageSightError
 from core.settings import Settings
-from core.types import ParsedDocument
+from core.types import (
+    AccessFilter,
+    IngestJob,
+    JobState,
+    ParsedDocument,
+    RouteName,
+    SearchResult,
+)
+
+if TYPE_CHECKING:
+    from ingestion.ingest import IngestRequest
+    from services.stack import LocalStack
 
 app = typer.Typer(help="PageSight: visual-document retrieval.", no_args_is_help=True)
 console = Console(stderr=True)
@@ -134,14 +146,195 @@ def parse(
         raise typer.Exit(code=1 if failed == len(results) else 2)
 
 
+def _expand(paths: list[Path]) -> list[Path]:
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            files.extend(
+                sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
+            )
+        else:
+            files.append(path)
+    return files
+
+
+def _stack(settings: Settings) -> LocalStack:
+    from services.stack import LocalStack
+
+    try:
+        return LocalStack(settings)
+    except PageSightError as exc:
+        console.print(f"[red]{exc.stage.value}/{exc.code.value}: {exc.message}")
+        raise typer.Exit(code=1) from exc
+
+
+def _run_ingest(stack: LocalStack, requests: list[IngestRequest]) -> list[IngestJob]:
+    with _progress() as bar:
+        overall = bar.add_task("files", total=len(requests))
+        current: dict[str, TaskID] = {}
+
+        def report(job: IngestJob, done: int, total: int) -> None:
+            if job.job_id not in current:
+                current[job.job_id] = bar.add_task(Path(job.path).name, total=total)
+            bar.update(current[job.job_id], completed=done, total=total)
+
+        jobs = []
+        for request in requests:
+            jobs.extend(stack.ingestor.ingest([request], progress=report))
+            bar.advance(overall)
+            for task in current.values():
+                bar.remove_task(task)
+            current.clear()
+    return jobs
+
+
+def _print_jobs(jobs: list[IngestJob]) -> None:
+    out = Console(highlight=False, soft_wrap=True)
+    for job in jobs:
+        if job.state == JobState.READY:
+            status = "[green]unchanged[/green]" if job.unchanged else "[green]READY[/green]"
+            detail = f"{job.pages} pages, {job.chunks} chunks" if not job.unchanged else ""
+        else:
+            status = f"[red]{job.state.value}[/red]"
+            detail = f"{job.error_stage}/{job.error_code}: {job.error_message}"
+        out.print(f"{status:<22} {Path(job.path).name}  doc_id={job.doc_id}  {detail}")
+
+
+Tenant = Annotated[str, typer.Option(help="tenant that owns the documents")]
+Acl = Annotated[
+    list[str] | None, typer.Option("--acl", help="principal allowed to read (repeatable)")
+]
+
+
+@app.command()
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(help="files or folders")],
+    tenant: Tenant = "default",
+    acl: Acl = None,
+    password: Annotated[str | None, typer.Option(help="password for encrypted PDFs")] = None,
+) -> None:
+    """Parse, chunk, embed and index files (re-running unchanged files does nothing)."""
+    settings = Settings()
+    with _stack(settings) as stack:
+        resumed = stack.ingestor.resume()
+        if resumed:
+            console.print(f"resumed {len(resumed)} unfinished job(s) from an earlier run")
+            _print_jobs(resumed)
+        requests = [stack.request(p, tenant, acl, password) for p in _expand(paths)]
+        jobs = _run_ingest(stack, requests)
+    _print_jobs(jobs)
+    failed = sum(j.state == JobState.FAILED for j in jobs)
+    if failed:
+        raise typer.Exit(code=1 if failed == len(jobs) else 2)
+
+
+@app.command()
+def sync(
+    folder: Annotated[Path, typer.Argument(help="folder whose files the tenant should have")],
+    tenant: Tenant = "default",
+    acl: Acl = None,
+) -> None:
+    """Ingest new or changed files and delete the tenant's documents no longer in FOLDER."""
+    settings = Settings()
+    with _stack(settings) as stack:
+        files = _expand([folder])
+        jobs = _run_ingest(stack, [stack.request(p, tenant, acl) for p in files])
+        wanted = {stack.doc_id_for(tenant, p) for p in files}
+        report = stack.ingestor.sync_deletions(tenant, wanted)
+    _print_jobs(jobs)
+    for doc_id in report:
+        console.print(f"deleted {doc_id} (no longer in {folder})")
+
+
+@app.command()
+def jobs(
+    tenant: Annotated[str | None, typer.Option(help="only this tenant")] = None,
+    state: Annotated[JobState | None, typer.Option(help="only this state")] = None,
+    limit: Annotated[int, typer.Option(help="newest N jobs")] = 50,
+) -> None:
+    """List ingest jobs, newest first."""
+    from ingestion.catalog import Catalog
+
+    settings = Settings()
+    catalog = Catalog(settings.data_dir / "catalog.sqlite3")
+    try:
+        _print_jobs(catalog.jobs(tenant, [state] if state else None, limit))
+    finally:
+        catalog.close()
+
+
+@app.command()
+def delete(
+    doc_id: Annotated[str, typer.Argument(help="document id (see `pagesight search` or jobs)")],
+    tenant: Tenant = "default",
+) -> None:
+    """Delete a document: its points, catalog rows and page images."""
+    settings = Settings()
+    with _stack(settings) as stack:
+        found = stack.ingestor.delete(tenant, doc_id)
+    if not found:
+        console.print(f"[red]input/NOT_FOUND: no document {doc_id} for tenant {tenant}")
+        raise typer.Exit(code=1)
+    console.print(f"deleted {doc_id}")
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="the question or keywords")],
+    top_k: Annotated[int, typer.Option(help="pages to return")] = 10,
+    route: Annotated[RouteName, typer.Option(help="retrieval route")] = RouteName.AUTO,
+    tenant: Tenant = "default",
+    principal: Annotated[
+        list[str] | None, typer.Option(help="caller's principal (repeatable); none = no ACL")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="hits and trace as JSON")] = False,
+) -> None:
+    """Search the index and print ranked pages with doc, page and snippet."""
+    settings = Settings()
+    access = AccessFilter(tenant=tenant, principals=principal)
+    with _stack(settings) as stack:
+        result = stack.search(query, access, route, top_k)
+    if as_json:
+        sys.stdout.write(result.model_dump_json(indent=1) + "\n")
+        return
+    _print_hits(result)
+
+
+def _print_hits(result: SearchResult) -> None:
+    out = Console(highlight=False, soft_wrap=True)
+    trace = result.trace
+    routes = ", ".join(
+        f"{t.route}" + (f" (skipped: {t.skipped})" if t.skipped else f" {len(t.candidates)}")
+        for t in trace.routes
+    )
+    took = f"{trace.elapsed_ms:.0f} ms"
+    out.print(f"[dim]route {trace.route.value} — {routes} — {took} — trace {trace.trace_id}[/dim]")
+    if not result.hits:
+        out.print("no matching pages")
+    for hit in result.hits:
+        name = Path(hit.source_uri or hit.doc_id).name
+        kinds = ", ".join(hit.kinds)
+        out.print(
+            f"[bold]{hit.rank:>2}. {name}  page {hit.page_number}[/bold]  "
+            f"score {hit.score:.4f}  {kinds}"
+        )
+        out.print(f"    {hit.snippet}")
+
+
+DEMO_QUERIES = (
+    "How many parcels did Northwind move in 2024?",
+    "revenue of the East region",
+    "When is the next pump station inspection?",
+)
+
+
 @app.command()
 def demo(
     docs: Annotated[
         Path | None, typer.Option(help="folder of documents; default: generated samples")
     ] = None,
 ) -> None:
-    """Parse a folder (or a generated sample set) and print what was found."""
-    from ingestion.chunk import Chunker
+    """Ingest a folder (or a generated sample set), show what was found, and search it."""
     from ingestion.samples import write_samples
 
     settings = Settings()
@@ -149,21 +342,30 @@ def demo(
         files = write_samples(settings.data_dir / "samples")
         console.print(f"Generated {len(files)} sample documents in {settings.data_dir / 'samples'}")
     else:
-        files = sorted(p for p in docs.rglob("*") if p.is_file())
+        files = _expand([docs])
     out = Console(highlight=False, soft_wrap=True)
-    total_elements = total_chunks = 0
-    for path, result in _parse_files(files, settings, None):
-        if isinstance(result, PageSightError):
-            out.print(
-                f"[red]{path.name}: {result.stage.value}/{result.code.value}: {result.message}"
+    with _stack(settings) as stack:
+        jobs = _run_ingest(stack, [stack.request(p) for p in files])
+        _print_jobs(jobs)
+        for job in jobs:
+            if job.state != JobState.READY:
+                continue
+            pages = stack.catalog.pages(job.tenant, job.doc_id)
+            kinds = Counter(
+                kind
+                for point in stack.store.points_of_document(job.tenant, job.doc_id)
+                for kind in point.payload.get("kinds", [])
             )
-            continue
-        chunks = Chunker(settings.chunk)(result)
-        total_elements += len(result.elements)
-        total_chunks += len(chunks)
-        _print_parsed(result, out, max_chars=110)
-        out.print(f"  -> {len(chunks)} chunks\n")
-    out.print(f"[bold]{len(files)} files, {total_elements} elements, {total_chunks} chunks[/bold]")
+            out.print(
+                f"  {Path(job.path).name}: {len(pages)} pages "
+                f"({sum(not p.has_text_layer for p in pages)} OCR), chunks by kind: {dict(kinds)}"
+            )
+        queries = DEMO_QUERIES if docs is None else ()
+        for query in queries:
+            out.print(f"\n[bold]search:[/bold] {query}")
+            _print_hits(stack.search(query, AccessFilter(tenant="default"), top_k=3))
+    if docs is not None:
+        out.print('\nTry: .venv/bin/pagesight search "your question"')
 
 
 def main() -> None:  # pragma: no cover - console script entry

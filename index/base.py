@@ -1,0 +1,627 @@
+"""The one vector-store interface over every backend, and the schema each index is stamped with.
+
+Callers (ingestion, retrieval) see :class:`VectorStore` only; the embedded engine
+(:mod:`index.edge`) and a Qdrant server (:mod:`index.qdrant_server`) implement it, the way
+qdrant-client offers one API for its local and remote modes. Fusion is not done here: each
+query returns one ranked list, so the caller can fuse them itself and trace every route's scores.
+
+Payload contract (every point; the backends index the fields marked *)
+-----------------------------------------------------------------------
+Access and lifecycle fields, checked by :class:`IndexPoint` because retrieval filters on them:
+
+- ``tenant`` * (str): the only tenant that can ever see the point.
+- ``acl`` * (list[str]): principals allowed to read it; :data:`core.types.EVERYONE` (``"*"``)
+  lets every principal of the tenant read it; an empty list leaves it to ``principals=None``
+  callers (tenant administrators, batch jobs).
+- ``doc_id`` * (str) and ``version`` * (str, sha256 of the file): a changed file is written as
+  new points, then ``delete_document(..., keep_version=new)`` removes every older point.
+- ``valid_until`` * (float epoch seconds, or null/absent = forever): expired points are invisible.
+
+Content fields (not checked here; what retrieval and citations read back):
+``page_numbers`` (list[int], 1-based), ``kinds`` * (list[str], :class:`core.types.ElementKind`
+values), ``section_path`` (list[str]), ``element_ids`` (list[str]), ``chunk_id`` (str), ``text``
+(str), ``bboxes`` (list of ``[page_number, [x0, y0, x1, y1]]`` in PDF points), ``parser`` (str or
+list[str]), ``source_uri`` (str). Other keys are stored as given.
+
+Access filtering happens inside every query (DESIGN.md section 5: never after retrieval):
+:meth:`Selection.visible_to` turns an :class:`core.types.AccessFilter` into one backend-neutral
+condition set, and each backend translates that into its own filter in exactly one function.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Literal, Self
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from core.errors import ErrorCode, PageSightError, Stage
+from core.types import EVERYONE, AccessFilter, SparseVector
+
+# -- payload contract --------------------------------------------------------------------------
+
+#: Payload fields with a keyword index: the access filter and the per-document operations use
+#: them on every call, so a server must not scan payloads to evaluate them.
+KEYWORD_INDEX_FIELDS = ("tenant", "acl", "doc_id", "version", "kinds")
+#: Payload fields with a float (range) index.
+FLOAT_INDEX_FIELDS = ("valid_until",)
+#: The field a multi-tenant server partitions by (Qdrant's ``is_tenant`` keyword index).
+TENANT_FIELD = "tenant"
+
+#: Key under which the schema is stored (collection metadata, or the edge schema file).
+SCHEMA_METADATA_KEY = "pagesight_schema"
+
+DistanceName = Literal["cosine", "dot", "euclid"]
+
+
+# -- schema ------------------------------------------------------------------------------------
+
+
+class DenseVectorSpec(BaseModel):
+    """One named dense vector: one embedding per point from one model."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    dim: int = Field(ge=1)
+    distance: DistanceName = "cosine"
+    model_id: str = Field(min_length=1, description="embedding model; a change means re-index")
+
+
+class SparseVectorSpec(BaseModel):
+    """One named sparse vector (BM25 term weights); the index applies IDF at query time."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model_id: str = Field(
+        min_length=1, description="tokenizer and weighting: term ids depend on it"
+    )
+    modifier: Literal["idf", "none"] = "idf"
+
+
+class MultiVectorSpec(BaseModel):
+    """One named multi-vector (e.g. ColQwen2 page patches) scored by late interaction.
+
+    The defaults are what ColPali-style page vectors want: MaxSim, float16 storage (half the
+    memory for ~1.4x time, STACK-FACTS) and no HNSW graph, because a graph over single patch
+    vectors is useless for MaxSim: a pooled dense vector is the indexed first stage instead.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    dim: int = Field(ge=1)
+    model_id: str = Field(min_length=1)
+    distance: DistanceName = "cosine"
+    comparator: Literal["max_sim"] = "max_sim"
+    datatype: Literal["float32", "float16"] = "float16"
+    hnsw: bool = False
+
+
+_VECTOR_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class IndexSchema(BaseModel):
+    """Collection-level facts stamped at creation and checked on every open.
+
+    Ids, dimensions, distances and model names decide what a stored vector means; opening an
+    index with different ones would silently compare incompatible vectors, so a mismatch is an
+    error that asks for a re-index into a new collection (DESIGN.md section 2).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id_scheme: str = Field(default="v1", description="how point ids derive from content")
+    dense: dict[str, DenseVectorSpec] = Field(default_factory=dict)
+    sparse: dict[str, SparseVectorSpec] = Field(default_factory=dict)
+    multivector: dict[str, MultiVectorSpec] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _names(self) -> IndexSchema:
+        names = [*self.dense, *self.sparse, *self.multivector]
+        if not names:
+            raise ValueError("an index schema needs at least one vector")
+        if len(set(names)) != len(names):
+            raise ValueError(f"vector names must be unique across kinds: {names}")
+        for name in names:
+            if not _VECTOR_NAME.match(name):
+                raise ValueError(f"bad vector name {name!r}: letters, digits, '_', '.', '-'")
+        return self
+
+    def differences(self, other: IndexSchema) -> list[str]:
+        """Human-readable differences from ``other`` (``self`` = stored, ``other`` = requested)."""
+        out: list[str] = []
+        if self.id_scheme != other.id_scheme:
+            out.append(f"id_scheme: stored {self.id_scheme!r}, requested {other.id_scheme!r}")
+        for kind in ("dense", "sparse", "multivector"):
+            stored: dict[str, BaseModel] = getattr(self, kind)
+            wanted: dict[str, BaseModel] = getattr(other, kind)
+            for name in sorted(stored.keys() - wanted.keys()):
+                out.append(f"{kind} vector {name!r}: stored but not requested")
+            for name in sorted(wanted.keys() - stored.keys()):
+                out.append(f"{kind} vector {name!r}: requested but not stored")
+            for name in sorted(stored.keys() & wanted.keys()):
+                have, want = stored[name].model_dump(), wanted[name].model_dump()
+                for field in have:
+                    if have[field] != want[field]:
+                        out.append(
+                            f"{kind} vector {name!r}: {field} stored {have[field]!r}, "
+                            f"requested {want[field]!r}"
+                        )
+        return out
+
+    def require_same(self, requested: IndexSchema, where: str) -> None:
+        """Raise INDEX_FAILED naming every difference of this stored schema from ``requested``."""
+        diffs = self.differences(requested)
+        if diffs:
+            raise PageSightError(
+                ErrorCode.INDEX_FAILED,
+                Stage.INDEX,
+                f"index {where} was built with a different schema ({'; '.join(diffs)}); "
+                "re-index into a new collection version (and promote it) to use the new one",
+            )
+
+    @classmethod
+    def for_text(
+        cls,
+        *,
+        dense_name: str,
+        dense_dim: int,
+        dense_model: str,
+        sparse_name: str,
+        sparse_model: str,
+        id_scheme: str = "v1",
+    ) -> IndexSchema:
+        """The schema of a chunk collection: one cosine dense vector and one IDF sparse vector."""
+        return cls(
+            id_scheme=id_scheme,
+            dense={dense_name: DenseVectorSpec(dim=dense_dim, model_id=dense_model)},
+            sparse={sparse_name: SparseVectorSpec(model_id=sparse_model)},
+        )
+
+    def fingerprint(self) -> str:
+        """A short, stable hash of the schema, e.g. for traces and cache keys."""
+        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+    def to_metadata(self) -> dict[str, Any]:
+        return {SCHEMA_METADATA_KEY: self.model_dump(mode="json")}
+
+    @classmethod
+    def from_metadata(cls, metadata: dict[str, Any] | None, where: str) -> IndexSchema:
+        if not metadata or SCHEMA_METADATA_KEY not in metadata:
+            raise PageSightError(
+                ErrorCode.INDEX_FAILED,
+                Stage.INDEX,
+                f"{where} carries no PageSight index schema: it was not created by PageSight",
+            )
+        try:
+            return cls.model_validate(metadata[SCHEMA_METADATA_KEY])
+        except ValueError as exc:
+            raise PageSightError(
+                ErrorCode.INDEX_FAILED, Stage.INDEX, f"{where} has an unreadable schema: {exc}"
+            ) from exc
+
+
+# -- points ------------------------------------------------------------------------------------
+
+
+class IndexPoint(BaseModel):
+    """One point to write: a chunk (dense + sparse) or, later, a page (multi-vector + pooled)."""
+
+    id: str = Field(description="a UUID string, e.g. core.ids.point_id(tenant, key)")
+    dense: dict[str, list[float]] = Field(default_factory=dict)
+    sparse: dict[str, SparseVector] = Field(default_factory=dict)
+    multivector: dict[str, list[list[float]]] = Field(default_factory=dict)
+    payload: dict[str, Any]
+
+    @field_validator("id")
+    @classmethod
+    def _uuid(cls, value: str) -> str:
+        # Qdrant accepts unsigned integers or UUIDs; canonical form keeps ids comparable.
+        return str(uuid.UUID(value))
+
+    @field_validator("payload")
+    @classmethod
+    def _access_fields(cls, payload: dict[str, Any]) -> dict[str, Any]:
+        # A point without these would be invisible to (or worse, mis-filtered for) every query.
+        for key in ("tenant", "doc_id", "version"):
+            if not isinstance(payload.get(key), str) or not payload[key]:
+                raise ValueError(f"payload[{key!r}] must be a non-empty string")
+        acl = payload.get("acl")
+        if not isinstance(acl, list) or not all(isinstance(p, str) for p in acl):
+            raise ValueError("payload['acl'] must be a list of principal strings")
+        valid_until = payload.get("valid_until")
+        if valid_until is not None and (
+            isinstance(valid_until, bool) or not isinstance(valid_until, int | float)
+        ):
+            raise ValueError("payload['valid_until'] must be epoch seconds (float) or None")
+        return payload
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPoint:
+    """A point read back by id or by scrolling: its id and payload."""
+
+    id: str
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredPoint:
+    """One hit of a ranked query; ``score`` is the backend's raw similarity (higher is better)."""
+
+    id: str
+    score: float
+    payload: dict[str, Any]
+
+
+# -- selections (the backend-neutral filter) ---------------------------------------------------
+
+
+def epoch_seconds(moment: datetime | None) -> float:
+    """``moment`` as epoch seconds; ``None`` means now.
+
+    Naive datetimes are read as local time, exactly as ``datetime.timestamp()`` reads them when
+    ingestion stamps ``valid_until``, so both sides of the comparison agree.
+    """
+    return time.time() if moment is None else moment.timestamp()
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which points an operation touches, before translation into a backend filter.
+
+    Every field left ``None`` is no constraint. Each backend has exactly one function that
+    turns a selection into its filter, so access rules cannot drift between query paths.
+    """
+
+    tenant: str | None = None
+    #: the point's ``acl`` must contain one of these (already including :data:`EVERYONE`)
+    acl_any: tuple[str, ...] | None = None
+    #: the point's ``valid_until`` must be null/absent or at least this (epoch seconds)
+    valid_at: float | None = None
+    doc_ids: tuple[str, ...] | None = None
+    ids: tuple[str, ...] | None = None
+    #: exclude points whose ``version`` equals this (delete all but the kept version)
+    not_version: str | None = None
+
+    @classmethod
+    def visible_to(cls, access: AccessFilter) -> Selection:
+        """What ``access`` may see: its tenant, its ACL (unless ``principals`` is None), what is
+        still valid at ``access.now`` (the current time when ``now`` is None), its ``doc_ids``."""
+        acl_any = None
+        if access.principals is not None:
+            acl_any = tuple(dict.fromkeys([*access.principals, EVERYONE]))
+        return cls(
+            tenant=access.tenant,
+            acl_any=acl_any,
+            valid_at=epoch_seconds(access.now),
+            doc_ids=None if access.doc_ids is None else tuple(access.doc_ids),
+        )
+
+    @property
+    def matches_nothing(self) -> bool:
+        """An empty id or document list selects no point; backends never see such a filter."""
+        return self.doc_ids == () or self.ids == ()
+
+    def with_ids(self, ids: Sequence[str]) -> Selection:
+        return replace(self, ids=tuple(ids))
+
+
+# -- the interface -----------------------------------------------------------------------------
+
+QueryVector = list[float] | SparseVector | list[list[float]]
+
+
+class VectorStore(ABC):
+    """One index collection (one physical version), whichever backend holds it.
+
+    Public methods validate against the schema and translate access rules; subclasses implement
+    the ``_``-prefixed primitives on one :class:`Selection` each. Backend exceptions surface as
+    :class:`PageSightError` with code INDEX_FAILED (stage INDEX for writes, QUERY for reads).
+    """
+
+    def __init__(self, schema: IndexSchema, *, upsert_batch: int = 256, scroll_page: int = 1024):
+        if upsert_batch < 1 or scroll_page < 1:
+            raise ValueError("upsert_batch and scroll_page must be positive")
+        self._schema = schema
+        self._upsert_batch = upsert_batch
+        self._scroll_page = scroll_page
+        self._closed = False
+        self._close_hooks: list[Callable[[], None]] = []
+
+    # -- identity --
+
+    @property
+    def schema(self) -> IndexSchema:
+        return self._schema
+
+    @property
+    @abstractmethod
+    def collection(self) -> str:
+        """The physical collection (index version) this store reads and writes; for traces."""
+
+    @property
+    @abstractmethod
+    def location(self) -> str:
+        """Where the index lives (a path or a server URL), for messages."""
+
+    # -- writes --
+
+    def upsert(self, points: Sequence[IndexPoint]) -> None:
+        """Insert or overwrite points by id; writing the same points again changes nothing."""
+        self._check_open()
+        for point in points:
+            self._check_point(point)
+        with self._backend_errors(Stage.INDEX, "upsert"):
+            for start in range(0, len(points), self._upsert_batch):
+                self._upsert(points[start : start + self._upsert_batch])
+
+    def delete_document(self, tenant: str, doc_id: str, keep_version: str | None = None) -> None:
+        """Delete every point of ``doc_id`` in ``tenant``, except those of ``keep_version``.
+
+        Ingesting a changed file upserts the new version's points first and then calls this
+        with ``keep_version`` = the new version, so readers never see the document vanish.
+        """
+        self._check_open()
+        if not tenant or not doc_id:
+            raise ValueError("delete_document needs a tenant and a doc_id")
+        selection = Selection(tenant=tenant, doc_ids=(doc_id,), not_version=keep_version)
+        with self._backend_errors(Stage.INDEX, "delete"):
+            self._delete(selection)
+
+    def flush(self) -> None:
+        """Make every acknowledged write durable (a no-op where the backend already is)."""
+        self._check_open()
+        with self._backend_errors(Stage.INDEX, "flush"):
+            self._flush()
+
+    def optimize(self) -> None:
+        """Merge segments and build indexes now (after a bulk load); servers do it themselves."""
+        self._check_open()
+
+    def close(self) -> None:
+        """Flush and release the index (and, for a store that owns it, the client). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            with self._backend_errors(Stage.INDEX, "close"):
+                self._close()
+        finally:
+            hooks, self._close_hooks = self._close_hooks, []
+            for hook in hooks:
+                hook()
+
+    def add_close_hook(self, hook: Callable[[], None]) -> None:
+        """Run ``hook`` after the store closes (e.g. close a client the store was handed)."""
+        self._close_hooks.append(hook)
+
+    # -- reads --
+
+    def query_dense(
+        self, name: str, vector: Sequence[float], access: AccessFilter, limit: int
+    ) -> list[ScoredPoint]:
+        """Nearest points to ``vector`` on dense vector ``name`` among what ``access`` may see."""
+        spec = self._schema.dense.get(name)
+        if spec is None:
+            raise self._unknown_vector("dense", name, Stage.QUERY)
+        query = _finite_row(vector, spec.dim, f"dense query on {name!r}", Stage.QUERY)
+        return self._query(name, query, access, limit)
+
+    def query_sparse(
+        self, name: str, vector: SparseVector, access: AccessFilter, limit: int
+    ) -> list[ScoredPoint]:
+        """Best lexical matches on sparse vector ``name`` (IDF applied by the index)."""
+        if name not in self._schema.sparse:
+            raise self._unknown_vector("sparse", name, Stage.QUERY)
+        if not vector.indices:
+            self._check_open()
+            return []  # no known term: nothing can match, and some backends reject it
+        return self._query(name, _sparse(vector, Stage.QUERY), access, limit)
+
+    def query_multivector(
+        self, name: str, vectors: Sequence[Sequence[float]], access: AccessFilter, limit: int
+    ) -> list[ScoredPoint]:
+        """Late-interaction (MaxSim) ranking on multi-vector ``name``: an exact full scan."""
+        spec = self._schema.multivector.get(name)
+        if spec is None:
+            raise self._unknown_vector("multivector", name, Stage.QUERY)
+        rows = _finite_rows(vectors, spec.dim, f"multivector query on {name!r}", Stage.QUERY)
+        return self._query(name, rows, access, limit)
+
+    def retrieve(
+        self, ids: Sequence[str], access: AccessFilter | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """Payloads of the given point ids that exist (and, with ``access``, are visible)."""
+        self._check_open()
+        canonical = tuple(dict.fromkeys(str(uuid.UUID(i)) for i in ids))
+        base = Selection() if access is None else Selection.visible_to(access)
+        selection = base.with_ids(canonical)
+        if selection.matches_nothing:
+            return {}
+        with self._backend_errors(Stage.QUERY, "retrieve"):
+            return {p.id: p.payload for p in self._scroll(selection, None)}
+
+    def count(self, access: AccessFilter | None = None) -> int:
+        """Points visible to ``access``; every point of the collection when ``access`` is None."""
+        self._check_open()
+        selection = Selection() if access is None else Selection.visible_to(access)
+        if selection.matches_nothing:
+            return 0
+        with self._backend_errors(Stage.QUERY, "count"):
+            return self._count(selection)
+
+    def document_versions(self, tenant: str) -> dict[str, str | None]:
+        """Every document of ``tenant`` in the index with its version (for sync and idempotency).
+
+        The value is ``None`` when a document has points of more than one version: a replace
+        was interrupted between writing the new points and deleting the old ones. ``None``
+        never equals a version, so the caller re-ingests the file and the replace completes.
+        Scrolls only the ``doc_id`` and ``version`` fields, a page at a time.
+        """
+        self._check_open()
+        versions: dict[str, str | None] = {}
+        with self._backend_errors(Stage.QUERY, "document_versions"):
+            for point in self._scroll(Selection(tenant=tenant), ["doc_id", "version"]):
+                doc_id, version = point.payload.get("doc_id"), point.payload.get("version")
+                if not isinstance(doc_id, str):
+                    continue
+                if doc_id not in versions:
+                    versions[doc_id] = version
+                elif versions[doc_id] != version:
+                    versions[doc_id] = None
+        return versions
+
+    def points_of_document(self, tenant: str, doc_id: str) -> list[StoredPoint]:
+        """Every point of one document of one tenant, whatever its ACL or validity, by id."""
+        self._check_open()
+        with self._backend_errors(Stage.QUERY, "points_of_document"):
+            return list(self._scroll(Selection(tenant=tenant, doc_ids=(doc_id,)), None))
+
+    # -- context manager --
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- backend primitives --
+
+    @abstractmethod
+    def _upsert(self, points: Sequence[IndexPoint]) -> None: ...
+
+    @abstractmethod
+    def _delete(self, selection: Selection) -> None: ...
+
+    @abstractmethod
+    def _search(
+        self, name: str, query: QueryVector, selection: Selection, limit: int
+    ) -> list[ScoredPoint]: ...
+
+    @abstractmethod
+    def _scroll(self, selection: Selection, fields: list[str] | None) -> Iterator[StoredPoint]:
+        """All selected points a page (``self._scroll_page``) at a time, in id order; only
+        ``fields`` of the payload when given."""
+
+    @abstractmethod
+    def _count(self, selection: Selection) -> int: ...
+
+    @abstractmethod
+    def _flush(self) -> None: ...
+
+    @abstractmethod
+    def _close(self) -> None: ...
+
+    # -- helpers --
+
+    def _query(
+        self, name: str, query: QueryVector, access: AccessFilter, limit: int
+    ) -> list[ScoredPoint]:
+        self._check_open()
+        if limit < 1:
+            raise ValueError(f"limit must be positive, got {limit}")
+        selection = Selection.visible_to(access)
+        if selection.matches_nothing:
+            return []
+        with self._backend_errors(Stage.QUERY, f"query on {name!r}"):
+            return self._search(name, query, selection, limit)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise PageSightError(
+                ErrorCode.INDEX_FAILED, Stage.INDEX, f"index {self.location} is closed"
+            )
+
+    def _check_point(self, point: IndexPoint) -> None:
+        where = f"point {point.id}"
+        for name, vector in point.dense.items():
+            spec = self._schema.dense.get(name)
+            if spec is None:
+                raise self._unknown_vector("dense", name, Stage.INDEX)
+            _finite_row(vector, spec.dim, f"{where}, dense {name!r}", Stage.INDEX)
+        for name, sparse in point.sparse.items():
+            if name not in self._schema.sparse:
+                raise self._unknown_vector("sparse", name, Stage.INDEX)
+            _sparse(sparse, Stage.INDEX)
+        for name, rows in point.multivector.items():
+            mspec = self._schema.multivector.get(name)
+            if mspec is None:
+                raise self._unknown_vector("multivector", name, Stage.INDEX)
+            _finite_rows(rows, mspec.dim, f"{where}, multivector {name!r}", Stage.INDEX)
+        if not (point.dense or point.sparse or point.multivector):
+            raise PageSightError(ErrorCode.INDEX_FAILED, Stage.INDEX, f"{where} has no vector")
+
+    def _unknown_vector(self, kind: str, name: str, stage: Stage) -> PageSightError:
+        known = sorted(getattr(self._schema, kind))
+        return PageSightError(
+            ErrorCode.INDEX_FAILED,
+            stage,
+            f"index {self.collection} has no {kind} vector {name!r} (it has {known})",
+        )
+
+    @contextmanager
+    def _backend_errors(self, stage: Stage, operation: str) -> Iterator[None]:
+        try:
+            yield
+        except PageSightError:
+            raise
+        except Exception as exc:
+            raise PageSightError(
+                ErrorCode.INDEX_FAILED,
+                stage,
+                f"{operation} failed on index {self.collection} at {self.location}: "
+                f"{type(exc).__name__}: {exc}",
+            ) from exc
+
+
+def _finite_row(vector: Sequence[float], dim: int, what: str, stage: Stage) -> list[float]:
+    row = np.asarray(vector, dtype=np.float64)
+    if row.shape != (dim,):
+        raise PageSightError(
+            ErrorCode.INDEX_FAILED, stage, f"{what}: expected {dim} values, got shape {row.shape}"
+        )
+    if not np.isfinite(row).all():
+        raise PageSightError(ErrorCode.INDEX_FAILED, stage, f"{what}: NaN or infinite values")
+    return [float(v) for v in vector]
+
+
+def _finite_rows(
+    rows: Sequence[Sequence[float]], dim: int, what: str, stage: Stage
+) -> list[list[float]]:
+    matrix = np.asarray(rows, dtype=np.float64)
+    if matrix.ndim != 2 or matrix.shape[0] == 0 or matrix.shape[1] != dim:
+        raise PageSightError(
+            ErrorCode.INDEX_FAILED,
+            stage,
+            f"{what}: expected one or more rows of {dim} values, got shape {matrix.shape}",
+        )
+    if not np.isfinite(matrix).all():
+        raise PageSightError(ErrorCode.INDEX_FAILED, stage, f"{what}: NaN or infinite values")
+    return [[float(v) for v in row] for row in rows]
+
+
+def _sparse(vector: SparseVector, stage: Stage) -> SparseVector:
+    if len(set(vector.indices)) != len(vector.indices):
+        raise PageSightError(ErrorCode.INDEX_FAILED, stage, "sparse vector has duplicate indices")
+    if any(i < 0 or i >= 2**32 for i in vector.indices):
+        raise PageSightError(ErrorCode.INDEX_FAILED, stage, "sparse index outside [0, 2^32)")
+    if not np.isfinite(np.asarray(vector.values, dtype=np.float64)).all():
+        raise PageSightError(ErrorCode.INDEX_FAILED, stage, "sparse vector has NaN or inf values")
+    return vector

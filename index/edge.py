@@ -1,0 +1,357 @@
+"""The embedded backend: Qdrant's engine in-process (``qdrant_edge``), one shard per directory.
+
+No server, no network: the default profile on a laptop. One version of an index is a directory::
+
+    <version dir>/
+        schema.json   the IndexSchema, written once at creation, checked on every open
+        shard/        the qdrant_edge shard (WAL + segments)
+        .lock         flock held while a process has the index open
+
+qdrant_edge has no collections and no aliases (:mod:`index.factory` versions directories and
+swaps a symlink instead) and lets exactly one open handle own a shard. Its own refusal of a
+second open is an opaque WAL error, so the store takes an ``flock`` on ``.lock`` first and
+turns a conflict into a clear error: one writer per embedded index (DESIGN.md section 5).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+import qdrant_edge as qe
+
+from core.errors import ErrorCode, PageSightError, Stage
+from core.types import SparseVector
+from index.base import (
+    FLOAT_INDEX_FIELDS,
+    KEYWORD_INDEX_FIELDS,
+    TENANT_FIELD,
+    IndexPoint,
+    IndexSchema,
+    QueryVector,
+    ScoredPoint,
+    Selection,
+    StoredPoint,
+    VectorStore,
+)
+
+SCHEMA_FILE = "schema.json"
+SHARD_DIR = "shard"
+LOCK_FILE = ".lock"
+
+_DISTANCES = {
+    "cosine": qe.Distance.Cosine,
+    "dot": qe.Distance.Dot,
+    "euclid": qe.Distance.Euclid,
+}
+_DATATYPES = {
+    "float32": qe.VectorStorageDatatype.Float32,
+    "float16": qe.VectorStorageDatatype.Float16,
+}
+
+
+class DirectoryLock:
+    """An exclusive, non-blocking ``flock`` on ``<dir>/.lock``: who owns an index directory.
+
+    The kernel drops the lock when its process dies, so a crashed ``serve`` never leaves a
+    stale lock behind. ``flock`` locks belong to an open file, so a second store in the same
+    process conflicts too.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / LOCK_FILE
+        self._file: IO[bytes] | None = None
+
+    def try_acquire(self) -> bool:
+        handle = self.path.open("a+b")
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            return False
+        self._file = handle
+        return True
+
+    def acquire(self) -> None:
+        if not self.try_acquire():
+            raise PageSightError(
+                ErrorCode.INDEX_FAILED,
+                Stage.INDEX,
+                f"index at {self.path.parent} is open in another process (is `pagesight serve` "
+                "running? then send the command to the server) or already open in this one",
+            )
+
+    def release(self) -> None:
+        if self._file is not None:
+            fcntl.flock(self._file.fileno(), fcntl.LOCK_UN)
+            self._file.close()
+            self._file = None
+
+
+def edge_config(schema: IndexSchema) -> qe.EdgeConfig:
+    """The shard configuration a schema asks for (dense: cosine by default; sparse: IDF)."""
+    vectors: dict[str, qe.EdgeVectorParams] = {
+        name: qe.EdgeVectorParams(size=spec.dim, distance=_DISTANCES[spec.distance])
+        for name, spec in schema.dense.items()
+    }
+    for name, mspec in schema.multivector.items():
+        vectors[name] = qe.EdgeVectorParams(
+            size=mspec.dim,
+            distance=_DISTANCES[mspec.distance],
+            multivector_config=qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim),
+            datatype=_DATATYPES[mspec.datatype],
+            # m=0 disables the graph: MaxSim runs as a scan over a prefiltered candidate set.
+            hnsw_config=None
+            if mspec.hnsw
+            else qe.HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10_000),
+        )
+    sparse = {
+        name: qe.EdgeSparseVectorParams(
+            modifier=qe.Modifier.Idf if spec.modifier == "idf" else None
+        )
+        for name, spec in schema.sparse.items()
+    }
+    return qe.EdgeConfig(vectors=vectors or None, sparse_vectors=sparse or None)
+
+
+def edge_filter(selection: Selection) -> qe.Filter | None:
+    """The one translation of a :class:`Selection` into a qdrant_edge filter."""
+    must: list[Any] = []
+    if selection.tenant is not None:
+        must.append(qe.FieldCondition("tenant", match=qe.MatchValue(selection.tenant)))
+    if selection.acl_any is not None:
+        must.append(qe.FieldCondition("acl", match=qe.MatchAny(list(selection.acl_any))))
+    if selection.valid_at is not None:
+        # is_empty matches an absent field, null and []: "valid forever".
+        must.append(
+            qe.Filter(
+                should=[
+                    qe.IsEmptyCondition("valid_until"),
+                    qe.FieldCondition("valid_until", range=qe.RangeFloat(gte=selection.valid_at)),
+                ]
+            )
+        )
+    if selection.doc_ids is not None:
+        must.append(qe.FieldCondition("doc_id", match=qe.MatchAny(list(selection.doc_ids))))
+    if selection.ids is not None:
+        must.append(qe.HasIdCondition(set(selection.ids)))
+    must_not: list[Any] = []
+    if selection.not_version is not None:
+        must_not.append(qe.FieldCondition("version", match=qe.MatchValue(selection.not_version)))
+    if not must and not must_not:
+        return None
+    return qe.Filter(must=must or None, must_not=must_not or None)
+
+
+class EdgeVectorStore(VectorStore):
+    """A :class:`VectorStore` on one qdrant_edge shard directory (see :meth:`create`)."""
+
+    def __init__(
+        self,
+        path: Path,
+        shard: qe.EdgeShard,
+        lock: DirectoryLock,
+        schema: IndexSchema,
+        *,
+        upsert_batch: int = 256,
+        scroll_page: int = 1024,
+    ) -> None:
+        super().__init__(schema, upsert_batch=upsert_batch, scroll_page=scroll_page)
+        self._path = path
+        self._shard = shard
+        self._lock = lock
+
+    @classmethod
+    def create(
+        cls, path: Path, schema: IndexSchema, *, upsert_batch: int = 256, scroll_page: int = 1024
+    ) -> EdgeVectorStore:
+        """Create a new, empty index in ``path`` (which must not exist or be empty)."""
+        path = Path(path)
+        if path.exists() and any(path.iterdir()):
+            raise PageSightError(
+                ErrorCode.INDEX_FAILED, Stage.INDEX, f"cannot create an index at {path}: not empty"
+            )
+        path.mkdir(parents=True, exist_ok=True)
+        path = path.resolve()
+        lock = DirectoryLock(path)
+        lock.acquire()
+        shard: qe.EdgeShard | None = None
+        try:
+            shard = qe.EdgeShard.create(str(path / SHARD_DIR), edge_config(schema))
+            for field in KEYWORD_INDEX_FIELDS:
+                params = qe.KeywordIndexParams(is_tenant=field == TENANT_FIELD)
+                shard.update(qe.UpdateOperation.create_field_index(field, params))
+            for field in FLOAT_INDEX_FIELDS:
+                shard.update(
+                    qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Float)
+                )
+            shard.flush()
+            # Written last: a directory without schema.json is an unfinished creation.
+            _write_json_atomically(path / SCHEMA_FILE, schema.to_metadata())
+        except BaseException as exc:
+            if shard is not None:
+                shard.close()
+            lock.release()
+            shutil.rmtree(path, ignore_errors=True)
+            if isinstance(exc, PageSightError | KeyboardInterrupt | SystemExit):
+                raise
+            raise PageSightError(
+                ErrorCode.INDEX_FAILED, Stage.INDEX, f"cannot create an index at {path}: {exc}"
+            ) from exc
+        return cls(path, shard, lock, schema, upsert_batch=upsert_batch, scroll_page=scroll_page)
+
+    @classmethod
+    def open(
+        cls,
+        path: Path,
+        schema: IndexSchema | None = None,
+        *,
+        upsert_batch: int = 256,
+        scroll_page: int = 1024,
+    ) -> EdgeVectorStore:
+        """Open the index in ``path`` (symlinks resolved, so a later alias swap cannot move it).
+
+        With ``schema``, the stored schema must equal it; without, the stored one is used
+        (for operations that write no vectors: delete, count, listings).
+        """
+        path = Path(path).resolve()
+        if not (path / SHARD_DIR).is_dir() or not (path / SCHEMA_FILE).is_file():
+            raise PageSightError(ErrorCode.NOT_FOUND, Stage.INDEX, f"no PageSight index at {path}")
+        stored = IndexSchema.from_metadata(_read_json(path / SCHEMA_FILE), str(path))
+        if schema is not None:
+            stored.require_same(schema, str(path))
+        lock = DirectoryLock(path)
+        lock.acquire()
+        try:
+            shard = qe.EdgeShard.load(str(path / SHARD_DIR))
+        except Exception as exc:
+            lock.release()
+            if "WouldBlock" in str(exc):  # qdrant_edge's own WAL lock
+                raise PageSightError(
+                    ErrorCode.INDEX_FAILED,
+                    Stage.INDEX,
+                    f"index at {path} is open in another process (is `pagesight serve` running?)",
+                ) from exc
+            raise PageSightError(
+                ErrorCode.INDEX_FAILED, Stage.INDEX, f"cannot open the index at {path}: {exc}"
+            ) from exc
+        return cls(path, shard, lock, stored, upsert_batch=upsert_batch, scroll_page=scroll_page)
+
+    @property
+    def collection(self) -> str:
+        return self._path.name
+
+    @property
+    def location(self) -> str:
+        return str(self._path)
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    def optimize(self) -> None:
+        """Merge segments and build HNSW/payload indexes now, blocking (after a bulk load)."""
+        self._check_open()
+        with self._backend_errors(Stage.INDEX, "optimize"):
+            self._shard.optimize()
+
+    # -- primitives --
+
+    def _upsert(self, points: Sequence[IndexPoint]) -> None:
+        records = []
+        for point in points:
+            vectors: dict[str, Any] = dict(point.dense)
+            vectors.update(point.multivector)
+            for name, sparse in point.sparse.items():
+                vectors[name] = qe.SparseVector(list(sparse.indices), list(sparse.values))
+            records.append(qe.Point(point.id, vectors, point.payload))
+        self._shard.update(qe.UpdateOperation.upsert_points(records))
+
+    def _delete(self, selection: Selection) -> None:
+        flt = edge_filter(selection)
+        if flt is None:  # never "delete everything" by accident
+            raise ValueError("refusing to delete with an empty selection")
+        self._shard.update(qe.UpdateOperation.delete_points_by_filter(flt))
+
+    def _search(
+        self, name: str, query: QueryVector, selection: Selection, limit: int
+    ) -> list[ScoredPoint]:
+        vector = (
+            qe.SparseVector(list(query.indices), list(query.values))
+            if isinstance(query, SparseVector)
+            else query
+        )
+        hits = self._shard.query(
+            qe.QueryRequest(
+                limit=limit,
+                query=qe.Query.Nearest(vector, using=name),
+                filter=edge_filter(selection),
+                with_payload=True,
+                with_vector=False,
+            )
+        )
+        return [
+            ScoredPoint(id=str(hit.id), score=float(hit.score), payload=hit.payload or {})
+            for hit in hits
+        ]
+
+    def _scroll(self, selection: Selection, fields: list[str] | None) -> Iterator[StoredPoint]:
+        flt = edge_filter(selection)
+        with_payload: bool | qe.PayloadSelector = (
+            True if fields is None else qe.PayloadSelector.Include(fields)
+        )
+        offset: Any = None
+        while True:
+            records, offset = self._shard.scroll(
+                qe.ScrollRequest(
+                    offset=offset,
+                    limit=self._scroll_page,
+                    filter=flt,
+                    with_payload=with_payload,
+                    with_vector=False,
+                )
+            )
+            for record in records:
+                yield StoredPoint(id=str(record.id), payload=record.payload or {})
+            if offset is None:
+                return
+
+    def _count(self, selection: Selection) -> int:
+        return int(self._shard.count(qe.CountRequest(exact=True, filter=edge_filter(selection))))
+
+    def _flush(self) -> None:
+        self._shard.flush()
+
+    def _close(self) -> None:
+        try:
+            self._shard.flush()
+            self._shard.close()
+        finally:
+            self._lock.release()
+
+
+def read_schema(path: Path) -> IndexSchema:
+    """The schema stored in an edge index directory, without opening (or locking) the shard."""
+    return IndexSchema.from_metadata(_read_json(path / SCHEMA_FILE), str(path))
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _write_json_atomically(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=2, sort_keys=True)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)

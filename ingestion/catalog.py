@@ -1,0 +1,230 @@
+"""The ingestion catalog: jobs, documents and pages in one SQLite file.
+
+The vector index holds what retrieval needs; the catalog holds what operations need: the job
+state machine (so ``kill -9`` in the middle of a batch can be resumed), the documents a tenant
+has (for ``sync`` and listings), and each page's image reference (for page images and for
+deleting them). SQLite in WAL mode: one writer (the ingest process or the server), many readers.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+from core.errors import ErrorCode
+from core.types import Document, IngestJob, JobState, Page
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    job_id TEXT PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    doc_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
+CREATE INDEX IF NOT EXISTS jobs_doc ON jobs(tenant, doc_id);
+CREATE TABLE IF NOT EXISTS documents (
+    tenant TEXT NOT NULL,
+    doc_id TEXT NOT NULL,
+    version TEXT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (tenant, doc_id)
+);
+CREATE TABLE IF NOT EXISTS pages (
+    tenant TEXT NOT NULL,
+    doc_id TEXT NOT NULL,
+    page_number INTEGER NOT NULL,
+    image_ref TEXT,
+    body TEXT NOT NULL,
+    PRIMARY KEY (tenant, doc_id, page_number)
+);
+CREATE INDEX IF NOT EXISTS pages_image ON pages(tenant, image_ref);
+"""
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Catalog:
+    """Jobs, documents and pages; every method is one short transaction."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._db = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        self._db.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    # -- jobs -------------------------------------------------------------------------------
+
+    def new_job(
+        self,
+        *,
+        tenant: str,
+        source_uri: str,
+        path: str,
+        doc_id: str,
+        acl: list[str],
+        valid_until: datetime | None = None,
+    ) -> IngestJob:
+        now = _now()
+        job = IngestJob(
+            job_id=str(uuid.uuid4()),
+            tenant=tenant,
+            source_uri=source_uri,
+            path=path,
+            doc_id=doc_id,
+            acl=acl,
+            valid_until=valid_until,
+            created_at=now,
+            updated_at=now,
+        )
+        self.save_job(job)
+        return job
+
+    def save_job(self, job: IngestJob) -> None:
+        job.updated_at = _now()
+        with self._tx() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO jobs (job_id, tenant, doc_id, state, created_at, body)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    job.job_id,
+                    job.tenant,
+                    job.doc_id,
+                    job.state.value,
+                    job.created_at.isoformat(),
+                    job.model_dump_json(),
+                ),
+            )
+
+    def advance(self, job: IngestJob, state: JobState, **fields: object) -> IngestJob:
+        """Move ``job`` to ``state`` (with updated fields) and persist it before returning."""
+        updated = job.model_copy(update={"state": state, **fields})
+        self.save_job(updated)
+        return updated
+
+    def fail(self, job: IngestJob, code: ErrorCode, stage: str, message: str) -> IngestJob:
+        return self.advance(
+            job, JobState.FAILED, error_code=code, error_stage=stage, error_message=message
+        )
+
+    def job(self, job_id: str) -> IngestJob | None:
+        row = self._db.execute("SELECT body FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+        return IngestJob.model_validate_json(row[0]) if row else None
+
+    def jobs(
+        self, tenant: str | None = None, states: list[JobState] | None = None, limit: int = 1000
+    ) -> list[IngestJob]:
+        sql = "SELECT body FROM jobs WHERE 1=1"
+        args: list[object] = []
+        if tenant is not None:
+            sql += " AND tenant = ?"
+            args.append(tenant)
+        if states:
+            sql += f" AND state IN ({','.join('?' * len(states))})"
+            args.extend(s.value for s in states)
+        sql += " ORDER BY created_at DESC LIMIT ?"
+        args.append(limit)
+        return [IngestJob.model_validate_json(r[0]) for r in self._db.execute(sql, args)]
+
+    def unfinished_jobs(self) -> list[IngestJob]:
+        """Jobs a killed process left behind, oldest first (the order they were queued)."""
+        states = [s for s in JobState if not s.terminal]
+        return list(reversed(self.jobs(states=states, limit=1_000_000)))
+
+    # -- documents and pages ----------------------------------------------------------------
+
+    def put_document(self, document: Document, pages: list[Page]) -> list[str]:
+        """Record a document version and its pages; return image refs no page uses any more."""
+        with self._tx() as db:
+            old_refs = self._image_refs(db, document.tenant, document.doc_id)
+            db.execute(
+                "DELETE FROM pages WHERE tenant = ? AND doc_id = ?",
+                (document.tenant, document.doc_id),
+            )
+            db.execute(
+                "INSERT OR REPLACE INTO documents (tenant, doc_id, version, body) VALUES (?,?,?,?)",
+                (document.tenant, document.doc_id, document.version, document.model_dump_json()),
+            )
+            db.executemany(
+                "INSERT INTO pages (tenant, doc_id, page_number, image_ref, body)"
+                " VALUES (?,?,?,?,?)",
+                [
+                    (document.tenant, p.doc_id, p.page_number, p.image_ref, p.model_dump_json())
+                    for p in pages
+                ],
+            )
+            return self._orphaned(db, document.tenant, old_refs)
+
+    def delete_document(self, tenant: str, doc_id: str) -> list[str] | None:
+        """Forget a document; return its now-unused image refs, or None if it was unknown."""
+        with self._tx() as db:
+            found = db.execute(
+                "SELECT 1 FROM documents WHERE tenant = ? AND doc_id = ?", (tenant, doc_id)
+            ).fetchone()
+            refs = self._image_refs(db, tenant, doc_id)
+            db.execute("DELETE FROM pages WHERE tenant = ? AND doc_id = ?", (tenant, doc_id))
+            db.execute("DELETE FROM documents WHERE tenant = ? AND doc_id = ?", (tenant, doc_id))
+            orphans = self._orphaned(db, tenant, refs)
+        return orphans if found else None
+
+    def document(self, tenant: str, doc_id: str) -> Document | None:
+        row = self._db.execute(
+            "SELECT body FROM documents WHERE tenant = ? AND doc_id = ?", (tenant, doc_id)
+        ).fetchone()
+        return Document.model_validate_json(row[0]) if row else None
+
+    def documents(self, tenant: str) -> list[Document]:
+        rows = self._db.execute(
+            "SELECT body FROM documents WHERE tenant = ? ORDER BY doc_id", (tenant,)
+        )
+        return [Document.model_validate_json(r[0]) for r in rows]
+
+    def pages(self, tenant: str, doc_id: str) -> list[Page]:
+        rows = self._db.execute(
+            "SELECT body FROM pages WHERE tenant = ? AND doc_id = ? ORDER BY page_number",
+            (tenant, doc_id),
+        )
+        return [Page.model_validate_json(r[0]) for r in rows]
+
+    @staticmethod
+    def _image_refs(db: sqlite3.Connection, tenant: str, doc_id: str) -> set[str]:
+        rows = db.execute(
+            "SELECT image_ref FROM pages WHERE tenant = ? AND doc_id = ? AND image_ref IS NOT NULL",
+            (tenant, doc_id),
+        )
+        return {r[0] for r in rows}
+
+    @staticmethod
+    def _orphaned(db: sqlite3.Connection, tenant: str, refs: set[str]) -> list[str]:
+        """Of ``refs``, those no page of the tenant points at (identical pages share images)."""
+        return sorted(
+            ref
+            for ref in refs
+            if db.execute(
+                "SELECT 1 FROM pages WHERE tenant = ? AND image_ref = ? LIMIT 1", (tenant, ref)
+            ).fetchone()
+            is None
+        )

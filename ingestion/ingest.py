@@ -1,0 +1,261 @@
+"""Ingestion: files in, indexed chunks out — idempotent, resumable, one bad file at a time.
+
+Per file: PENDING -> RENDERING -> PARSING (child process) -> EMBEDDING -> INDEXING -> READY, each
+state persisted in the catalog before the work it names starts. Point ids derive from
+(tenant, doc_id, version, chunk seq), so re-running any step writes the same points again:
+
+- the same bytes twice: the version is already indexed and READY -> nothing is re-done;
+- changed bytes: new points are written, then every point of an older version is deleted;
+- ``kill -9`` anywhere: ``resume()`` re-runs the unfinished jobs; upserts overwrite, the final
+  delete removes what an interrupted run of an older version left, so each document ends up
+  indexed exactly once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from core.errors import ErrorCode, PageSightError, Stage
+from core.ids import file_version, make_doc_id, point_id
+from core.protocols import SparseEncoder, TextEmbedder
+from core.settings import Settings
+from core.types import EVERYONE, Chunk, IngestJob, JobState, ParsedDocument
+from index.base import IndexPoint, VectorStore
+from ingestion.catalog import Catalog
+from ingestion.chunk import Chunker
+from ingestion.isolation import parse_isolated
+from ingestion.pipeline import SourceInfo
+from ingestion.render import PageImageStore
+
+log = logging.getLogger(__name__)
+
+DENSE_VECTOR = "text-dense"
+SPARSE_VECTOR = "bm25"
+
+#: Called as (job, pages done, pages total) while a file is parsed.
+IngestProgress = Callable[[IngestJob, int, int], None]
+
+
+def chunk_index_text(chunk: Chunk, title: str | None) -> str:
+    """What the embedders see: document title and section path, then the chunk.
+
+    A chunk of a 10-K rarely names the company; the title and heading path put that context
+    back (a light form of contextual chunk headers) for both the dense and the BM25 vectors.
+    """
+    context = " > ".join(part for part in [title or "", *chunk.section_path] if part)
+    return f"{context}\n{chunk.text}" if context else chunk.text
+
+
+def chunk_payload(chunk: Chunk, parsed: ParsedDocument, acl: list[str]) -> dict[str, Any]:
+    doc = parsed.document
+    parsers = sorted({e.parser for e in parsed.elements if e.element_id in set(chunk.element_ids)})
+    return {
+        "doc_id": doc.doc_id,
+        "version": doc.version,
+        "tenant": doc.tenant,
+        "acl": acl or [EVERYONE],
+        "chunk_id": chunk.chunk_id,
+        "seq": chunk.seq,
+        "page_numbers": chunk.page_numbers,
+        "kinds": [k.value for k in chunk.kinds],
+        "section_path": chunk.section_path,
+        "element_ids": chunk.element_ids,
+        "text": chunk.text,
+        "bboxes": [[page, list(box.as_tuple())] for page, box in chunk.bboxes],
+        "valid_until": doc.valid_until.timestamp() if doc.valid_until else None,
+        "parser": parsers,
+        "source_uri": doc.source_uri,
+        "title": doc.title,
+    }
+
+
+@dataclass
+class IngestRequest:
+    path: Path
+    tenant: str = "default"
+    acl: list[str] = field(default_factory=list)
+    password: str | None = None
+    doc_id: str | None = None
+    source_uri: str | None = None
+    valid_until: datetime | None = None
+
+
+@dataclass
+class SyncReport:
+    ingested: list[IngestJob]
+    deleted: list[str]
+
+
+class Ingestor:
+    """Runs ingest jobs against one index and one catalog (the single writer of both)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: VectorStore,
+        catalog: Catalog,
+        embedder: TextEmbedder,
+        sparse: SparseEncoder,
+        embed_batch: int = 64,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.catalog = catalog
+        self.embedder = embedder
+        self.sparse = sparse
+        self.images = PageImageStore(settings.page_image_dir, settings.render)
+        self.chunker = Chunker(settings.chunk)
+        self.embed_batch = embed_batch
+
+    # -- public operations ------------------------------------------------------------------
+
+    def ingest(
+        self, requests: Sequence[IngestRequest], progress: IngestProgress | None = None
+    ) -> list[IngestJob]:
+        """Queue every file first (so a kill leaves a resumable list), then run them in order."""
+        queued = [(self._queue(req), req) for req in requests]
+        return [self._run(job, req.password, progress) for job, req in queued]
+
+    def resume(self, progress: IngestProgress | None = None) -> list[IngestJob]:
+        """Finish the jobs a killed process left unfinished (passwords are never stored)."""
+        return [self._run(job, None, progress) for job in self.catalog.unfinished_jobs()]
+
+    def sync(
+        self,
+        folder: Path,
+        tenant: str,
+        acl: list[str] | None = None,
+        progress: IngestProgress | None = None,
+    ) -> SyncReport:
+        """Make the tenant's documents equal the folder's files (set difference deletes)."""
+        if not folder.is_dir():
+            raise PageSightError(ErrorCode.NOT_FOUND, Stage.INPUT, f"no such folder: {folder}")
+        files = sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith("."))
+        requests = [IngestRequest(path=p, tenant=tenant, acl=list(acl or [])) for p in files]
+        jobs = self.ingest(requests, progress)
+        wanted = {make_doc_id(tenant, p.resolve().as_uri()) for p in files}
+        return SyncReport(ingested=jobs, deleted=self.sync_deletions(tenant, wanted))
+
+    def sync_deletions(self, tenant: str, wanted: set[str]) -> list[str]:
+        """Delete the tenant's documents whose ids are not in ``wanted``; return their ids."""
+        known = set(self.store.document_versions(tenant)) | {
+            d.doc_id for d in self.catalog.documents(tenant)
+        }
+        return [doc_id for doc_id in sorted(known - wanted) if self.delete(tenant, doc_id)]
+
+    def delete(self, tenant: str, doc_id: str) -> bool:
+        """Remove a document everywhere: points, catalog rows, page images no page still uses."""
+        in_index = doc_id in self.store.document_versions(tenant)
+        self.store.delete_document(tenant, doc_id)
+        self.store.flush()
+        orphans = self.catalog.delete_document(tenant, doc_id)
+        for ref in orphans or []:
+            self.images.delete(ref)
+        return in_index or orphans is not None
+
+    # -- one job ----------------------------------------------------------------------------
+
+    def _queue(self, req: IngestRequest) -> IngestJob:
+        uri = req.source_uri or req.path.resolve().as_uri()
+        return self.catalog.new_job(
+            tenant=req.tenant,
+            source_uri=uri,
+            path=str(req.path),
+            doc_id=req.doc_id or make_doc_id(req.tenant, uri),
+            acl=list(req.acl),
+            valid_until=req.valid_until,
+        )
+
+    def _run(
+        self, job: IngestJob, password: str | None, progress: IngestProgress | None
+    ) -> IngestJob:
+        stage = Stage.INPUT
+        try:
+            job = self.catalog.advance(job, JobState.RENDERING, attempts=job.attempts + 1)
+            path = Path(job.path)
+            if not path.is_file():
+                raise PageSightError(ErrorCode.NOT_FOUND, Stage.INPUT, f"no such file: {path}")
+            version = file_version(path)
+            if self._already_indexed(job, version):
+                return self.catalog.advance(job, JobState.READY, version=version, unchanged=True)
+            job = self.catalog.advance(job, JobState.PARSING, version=version)
+            stage = Stage.PARSE
+            parsed = parse_isolated(
+                path,
+                self.settings,
+                SourceInfo(
+                    tenant=job.tenant,
+                    acl=job.acl,
+                    source_uri=job.source_uri,
+                    doc_id=job.doc_id,
+                    password=password,
+                    valid_until=job.valid_until,
+                ),
+                progress=(lambda done, total: progress(job, done, total)) if progress else None,
+            )
+            stage = Stage.CHUNK
+            chunks = self.chunker(parsed)
+            job = self.catalog.advance(
+                job,
+                JobState.EMBEDDING,
+                pages=len(parsed.pages),
+                chunks=len(chunks),
+                warnings=[f"{w.code.value}: {w.message}" for w in parsed.warnings],
+            )
+            stage = Stage.EMBED
+            points = self._points(parsed, chunks, job.acl)
+            job = self.catalog.advance(job, JobState.INDEXING)
+            stage = Stage.INDEX
+            self._write(parsed, points)
+            return self.catalog.advance(job, JobState.READY)
+        except PageSightError as exc:
+            log.warning("ingest failed for %s: %s", job.path, exc)
+            return self.catalog.fail(job, exc.code, exc.stage.value, exc.message)
+        except Exception as exc:  # a bug or an engine failure: this file fails, the batch goes on
+            log.exception("ingest crashed for %s", job.path)
+            code = {Stage.EMBED: ErrorCode.EMBED_FAILED, Stage.INDEX: ErrorCode.INDEX_FAILED}.get(
+                stage, ErrorCode.INTERNAL
+            )
+            return self.catalog.fail(job, code, stage.value, f"{type(exc).__name__}: {exc}")
+
+    def _already_indexed(self, job: IngestJob, version: str) -> bool:
+        indexed = self.store.document_versions(job.tenant).get(job.doc_id)
+        doc = self.catalog.document(job.tenant, job.doc_id)
+        return indexed == version and doc is not None and doc.version == version
+
+    def _points(
+        self, parsed: ParsedDocument, chunks: list[Chunk], acl: list[str]
+    ) -> list[IndexPoint]:
+        title = parsed.document.title
+        texts = [chunk_index_text(c, title) for c in chunks]
+        points: list[IndexPoint] = []
+        for start in range(0, len(chunks), self.embed_batch):
+            batch = chunks[start : start + self.embed_batch]
+            batch_texts = texts[start : start + self.embed_batch]
+            dense = self.embedder.embed_documents(batch_texts)
+            sparse = self.sparse.encode_documents(batch_texts)
+            for chunk, vector, lexical in zip(batch, dense, sparse, strict=True):
+                points.append(
+                    IndexPoint(
+                        id=point_id(parsed.document.tenant, chunk.chunk_id),
+                        dense={DENSE_VECTOR: vector.tolist()},
+                        sparse={SPARSE_VECTOR: lexical},
+                        payload=chunk_payload(chunk, parsed, acl),
+                    )
+                )
+        return points
+
+    def _write(self, parsed: ParsedDocument, points: list[IndexPoint]) -> None:
+        doc = parsed.document
+        if points:
+            self.store.upsert(points)
+        # Only now do older versions go: a reader never sees the document vanish mid-update.
+        self.store.delete_document(doc.tenant, doc.doc_id, keep_version=doc.version)
+        self.store.flush()
+        for ref in self.catalog.put_document(doc, parsed.pages):
+            self.images.delete(ref)

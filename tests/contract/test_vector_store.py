@@ -1,0 +1,487 @@
+"""The VectorStore contract: every backend passes the same tests (qdrant-client's idea of one API).
+
+:class:`VectorStoreContract` holds the tests; each backend subclasses it and says how to create
+and reopen a store. The Qdrant server path runs on qdrant-client's local mode, which is pure
+Python: the data here stays small.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from qdrant_client import QdrantClient
+
+from core.errors import ErrorCode, PageSightError
+from core.ids import point_id
+from core.types import EVERYONE, AccessFilter, SparseVector
+from index.base import (
+    DenseVectorSpec,
+    IndexPoint,
+    IndexSchema,
+    MultiVectorSpec,
+    SparseVectorSpec,
+    VectorStore,
+)
+from index.edge import EdgeVectorStore
+from index.qdrant_server import QdrantServerStore
+
+DIM = 8
+MV_DIM = 4
+SCHEMA = IndexSchema(
+    dense={"text": DenseVectorSpec(dim=DIM, model_id="test-dense")},
+    sparse={"bm25": SparseVectorSpec(model_id="test-bm25")},
+    multivector={"page": MultiVectorSpec(dim=MV_DIM, model_id="test-colqwen")},
+)
+COLLECTION = "contract__00000000000000000001"
+#: small scroll pages, so a few dozen points already exercise paging
+SCROLL_PAGE = 7
+
+
+def unit(rng: np.random.Generator, dim: int = DIM) -> list[float]:
+    v = rng.normal(size=dim)
+    return [float(x) for x in v / np.linalg.norm(v)]
+
+
+def make_point(
+    key: str,
+    *,
+    tenant: str = "acme",
+    doc_id: str = "doc-1",
+    version: str = "v1",
+    acl: list[str] | None = None,
+    dense: list[float] | None = None,
+    sparse: SparseVector | None = None,
+    multivector: list[list[float]] | None = None,
+    **payload: Any,
+) -> IndexPoint:
+    return IndexPoint(
+        id=point_id(tenant, f"{doc_id}/{version}/{key}"),
+        dense={} if dense is None else {"text": dense},
+        sparse={} if sparse is None else {"bm25": sparse},
+        multivector={} if multivector is None else {"page": multivector},
+        payload={
+            "tenant": tenant,
+            "doc_id": doc_id,
+            "version": version,
+            "acl": [EVERYONE] if acl is None else acl,
+            "chunk_id": f"{doc_id}/{version}/{key}",
+            "text": key,
+            **payload,
+        },
+    )
+
+
+def ids_of(hits: list[Any]) -> list[str]:
+    return [h.id for h in hits]
+
+
+def cosine_order(query: list[float], points: list[IndexPoint]) -> list[str]:
+    matrix = np.array([p.dense["text"] for p in points])
+    scores = matrix @ np.array(query) / np.linalg.norm(matrix, axis=1) / np.linalg.norm(query)
+    return [points[i].id for i in np.argsort(-scores)]
+
+
+class VectorStoreContract:
+    """The tests every backend must pass; subclasses implement :meth:`create` and :meth:`reopen`."""
+
+    def create(self, root: Path, schema: IndexSchema) -> VectorStore:
+        raise NotImplementedError
+
+    def reopen(self, root: Path, schema: IndexSchema | None) -> VectorStore:
+        raise NotImplementedError
+
+    @pytest.fixture()
+    def store(self, tmp_path: Path) -> Any:
+        store = self.create(tmp_path, SCHEMA)
+        yield store
+        store.close()
+
+    # -- ranking --
+
+    def test_dense_query_ranks_nearest_first(self, store: VectorStore) -> None:
+        rng = np.random.default_rng(1)
+        points = [make_point(f"c{i}", dense=unit(rng)) for i in range(30)]
+        store.upsert(points)
+        query = unit(rng)
+        hits = store.query_dense("text", query, AccessFilter(tenant="acme"), limit=10)
+        assert ids_of(hits) == cosine_order(query, points)[:10]
+        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+        exact = store.query_dense("text", points[7].dense["text"], AccessFilter(tenant="acme"), 1)
+        assert exact[0].id == points[7].id
+        assert exact[0].score == pytest.approx(1.0, abs=1e-5)
+        assert exact[0].payload["chunk_id"] == "doc-1/v1/c7"
+
+    def test_sparse_query_weighs_rare_terms_higher(self, store: VectorStore) -> None:
+        # Term 1 is in six points, term 99 in one, each weighing 1.0: without IDF every point
+        # would score 1.0 for the query "1 99"; with IDF the rare term's point ranks first.
+        common = [
+            make_point(f"common{i}", sparse=SparseVector(indices=[1], values=[1.0]))
+            for i in range(6)
+        ]
+        rare = make_point("rare", sparse=SparseVector(indices=[99], values=[1.0]))
+        store.upsert([*common, rare])
+        query = SparseVector(indices=[1, 99], values=[1.0, 1.0])
+        hits = store.query_sparse("bm25", query, AccessFilter(tenant="acme"), limit=10)
+        assert len(hits) == 7
+        assert hits[0].id == rare.id
+        assert hits[0].score > 2 * hits[1].score
+        unknown = SparseVector(indices=[12345], values=[1.0])
+        assert store.query_sparse("bm25", unknown, AccessFilter(tenant="acme"), 5) == []
+        assert store.query_sparse("bm25", SparseVector(), AccessFilter(tenant="acme"), 5) == []
+
+    def test_multivector_query_is_maxsim(self, store: VectorStore) -> None:
+        rng = np.random.default_rng(5)
+        pages = [
+            make_point(f"p{i}", multivector=[unit(rng, MV_DIM) for _ in range(3)]) for i in range(8)
+        ]
+        store.upsert(pages)
+        query = [unit(rng, MV_DIM) for _ in range(2)]
+        hits = store.query_multivector("page", query, AccessFilter(tenant="acme"), limit=8)
+        maxsim = [
+            float((np.array(query) @ np.array(p.multivector["page"]).T).max(axis=1).sum())
+            for p in pages
+        ]
+        assert ids_of(hits) == [pages[i].id for i in np.argsort(maxsim)[::-1]]
+        # float16 storage: scores agree to about three decimals
+        assert hits[0].score == pytest.approx(max(maxsim), abs=5e-3)
+
+    # -- writes --
+
+    def test_upsert_is_idempotent_and_overwrites(self, store: VectorStore) -> None:
+        rng = np.random.default_rng(2)
+        points = [make_point(f"c{i}", dense=unit(rng)) for i in range(5)]
+        store.upsert(points)
+        store.upsert(points)
+        assert store.count() == 5
+        changed = points[0].model_copy(update={"payload": {**points[0].payload, "text": "new"}})
+        store.upsert([changed])
+        assert store.count() == 5
+        assert store.retrieve([points[0].id])[points[0].id]["text"] == "new"
+
+    def test_delete_document_keeps_only_the_named_version(self, store: VectorStore) -> None:
+        rng = np.random.default_rng(3)
+        old = [make_point(f"c{i}", version="v1", dense=unit(rng)) for i in range(4)]
+        new = [make_point(f"c{i}", version="v2", dense=unit(rng)) for i in range(2)]
+        other_doc = [make_point("c0", doc_id="doc-2", dense=unit(rng))]
+        other_tenant = [make_point("c0", tenant="globex", version="v1", dense=unit(rng))]
+        store.upsert([*old, *new, *other_doc, *other_tenant])
+        store.delete_document("acme", "doc-1", keep_version="v2")
+        remaining = store.points_of_document("acme", "doc-1")
+        assert sorted(p.id for p in remaining) == sorted(p.id for p in new)
+        assert store.count(AccessFilter(tenant="globex")) == 1
+        assert store.document_versions("acme") == {"doc-1": "v2", "doc-2": "v1"}
+        store.delete_document("acme", "doc-1")
+        assert store.points_of_document("acme", "doc-1") == []
+        assert store.count() == 2
+
+    def test_document_versions_pages_through_every_point(self, store: VectorStore) -> None:
+        rng = np.random.default_rng(4)
+        points = [
+            make_point(f"c{i}", doc_id=f"doc-{d}", version=f"sha-{d}", dense=unit(rng))
+            for d in range(9)
+            for i in range(5)
+        ]
+        interrupted = [make_point("c9", doc_id="doc-3", version="sha-new", dense=unit(rng))]
+        store.upsert([*points, *interrupted, make_point("x", tenant="globex", dense=unit(rng))])
+        versions = store.document_versions("acme")
+        assert len(points) > 5 * SCROLL_PAGE  # several scroll pages
+        expected: dict[str, str | None] = {f"doc-{d}": f"sha-{d}" for d in range(9)}
+        expected["doc-3"] = None  # two versions at once: an interrupted replace
+        assert versions == expected
+        assert len(store.points_of_document("acme", "doc-4")) == 5
+
+    def test_bad_points_are_refused(self, store: VectorStore) -> None:
+        rng = np.random.default_rng(6)
+        with pytest.raises(PageSightError) as wrong_dim:
+            store.upsert([make_point("a", dense=[1.0, 0.0])])
+        assert wrong_dim.value.code == ErrorCode.INDEX_FAILED
+        with pytest.raises(PageSightError, match="no dense vector 'nope'"):
+            store.upsert(
+                [
+                    IndexPoint(
+                        id=make_point("b").id,
+                        dense={"nope": unit(rng)},
+                        payload=make_point("b").payload,
+                    )
+                ]
+            )
+        with pytest.raises(PageSightError, match="NaN"):
+            store.upsert([make_point("c", dense=[float("nan")] * DIM)])
+        with pytest.raises(ValueError, match="tenant"):
+            IndexPoint(id=make_point("d").id, dense={"text": unit(rng)}, payload={"doc_id": "x"})
+        with pytest.raises(ValueError):
+            IndexPoint(id="not-a-uuid", payload=make_point("e").payload)
+        assert store.count() == 0
+
+    # -- access --
+
+    def test_tenants_are_isolated(self, store: VectorStore) -> None:
+        # Same document bytes in two tenants: same doc_id and content, per-tenant point ids.
+        rng = np.random.default_rng(7)
+        vectors = [unit(rng) for _ in range(4)]
+        for tenant in ("acme", "globex"):
+            store.upsert(
+                [
+                    make_point(
+                        f"c{i}",
+                        tenant=tenant,
+                        dense=v,
+                        sparse=SparseVector(indices=[i], values=[1.0]),
+                    )
+                    for i, v in enumerate(vectors)
+                ]
+            )
+        assert store.count() == 8
+        for tenant in ("acme", "globex"):
+            access = AccessFilter(tenant=tenant)  # principals=None: tenant admin, still one tenant
+            dense = store.query_dense("text", vectors[0], access, limit=10)
+            sparse = store.query_sparse(
+                "bm25", SparseVector(indices=[0, 1], values=[1.0, 1.0]), access, 10
+            )
+            assert len(dense) == 4 and len(sparse) == 2
+            assert {h.payload["tenant"] for h in [*dense, *sparse]} == {tenant}
+            assert store.count(access) == 4
+        assert store.query_dense("text", vectors[0], AccessFilter(tenant="initech"), 10) == []
+        globex_ids = [make_point("c0", tenant="globex").id]
+        assert store.retrieve(globex_ids, AccessFilter(tenant="acme")) == {}
+
+    def test_acl_is_applied_inside_the_query(self, store: VectorStore) -> None:
+        rng = np.random.default_rng(8)
+        public = make_point("public", acl=[EVERYONE], dense=unit(rng))
+        alice = make_point("alice", acl=["alice", "group:finance"], dense=unit(rng))
+        bob = make_point("bob", acl=["bob"], dense=unit(rng))
+        admin_only = make_point("nobody", acl=[], dense=unit(rng))
+        store.upsert([public, alice, bob, admin_only])
+
+        def visible(principals: list[str] | None) -> set[str]:
+            access = AccessFilter(tenant="acme", principals=principals)
+            hits = store.query_dense("text", unit(rng), access, limit=10)
+            assert store.count(access) == len(hits)
+            return {h.payload["text"] for h in hits}
+
+        assert visible(["alice"]) == {"public", "alice"}
+        assert visible(["group:finance", "bob"]) == {"public", "alice", "bob"}
+        assert visible(["mallory"]) == {"public"}
+        assert visible([]) == {"public"}
+        assert visible(None) == {"public", "alice", "bob", "nobody"}
+        assert set(
+            store.retrieve([alice.id, bob.id], AccessFilter(tenant="acme", principals=["bob"]))
+        ) == {bob.id}
+
+    def test_expired_points_are_invisible(self, store: VectorStore) -> None:
+        rng = np.random.default_rng(9)
+        now = time.time()
+        expired = make_point("expired", dense=unit(rng), valid_until=now - 3600)
+        future = make_point("future", dense=unit(rng), valid_until=now + 3600)
+        null = make_point("null", dense=unit(rng), valid_until=None)
+        absent = make_point("absent", dense=unit(rng))
+        store.upsert([expired, future, null, absent])
+
+        def visible(at: datetime | None) -> set[str]:
+            access = AccessFilter(tenant="acme", principals=["anyone"], now=at)
+            return {h.payload["text"] for h in store.query_dense("text", unit(rng), access, 10)}
+
+        assert visible(None) == {"future", "null", "absent"}  # None = the current time
+        assert visible(datetime.now(UTC) - timedelta(hours=2)) == {
+            "expired",
+            "future",
+            "null",
+            "absent",
+        }
+        assert visible(datetime.now(UTC) + timedelta(hours=2)) == {"null", "absent"}
+
+    def test_doc_ids_restrict_candidates(self, store: VectorStore) -> None:
+        rng = np.random.default_rng(10)
+        store.upsert(
+            [make_point(f"c{i}", doc_id=f"doc-{i % 3}", dense=unit(rng)) for i in range(9)]
+        )
+        access = AccessFilter(tenant="acme", doc_ids=["doc-0", "doc-2"])
+        hits = store.query_dense("text", unit(rng), access, limit=10)
+        assert len(hits) == 6 and {h.payload["doc_id"] for h in hits} == {"doc-0", "doc-2"}
+        nothing = AccessFilter(tenant="acme", doc_ids=[])
+        assert store.query_dense("text", unit(rng), nothing, limit=10) == []
+        assert store.count(nothing) == 0
+
+    # -- lifecycle --
+
+    def test_data_and_schema_survive_reopen(self, tmp_path: Path) -> None:
+        rng = np.random.default_rng(11)
+        points = [
+            make_point(f"c{i}", dense=unit(rng), sparse=SparseVector(indices=[i], values=[1.0]))
+            for i in range(6)
+        ]
+        store = self.create(tmp_path, SCHEMA)
+        store.upsert(points)
+        store.flush()
+        store.close()
+        store.close()  # idempotent
+        with pytest.raises(PageSightError, match="closed"):
+            store.count()
+
+        reopened = self.reopen(tmp_path, SCHEMA)
+        try:
+            assert reopened.count() == 6
+            assert reopened.schema == SCHEMA
+            hits = reopened.query_dense(
+                "text", points[2].dense["text"], AccessFilter(tenant="acme"), 1
+            )
+            assert hits[0].id == points[2].id
+        finally:
+            reopened.close()
+
+        untyped = self.reopen(tmp_path, None)  # no schema given: the stored one is used
+        try:
+            assert untyped.schema == SCHEMA
+            assert untyped.document_versions("acme") == {"doc-1": "v1"}
+        finally:
+            untyped.close()
+
+    def test_schema_mismatch_on_open_asks_for_reindex(self, tmp_path: Path) -> None:
+        self.create(tmp_path, SCHEMA).close()
+        other = SCHEMA.model_copy(
+            update={
+                "dense": {"text": DenseVectorSpec(dim=DIM * 2, model_id="bigger-model")},
+                "id_scheme": "v2",
+            }
+        )
+        with pytest.raises(PageSightError) as err:
+            self.reopen(tmp_path, other)
+        assert err.value.code == ErrorCode.INDEX_FAILED
+        message = err.value.message
+        assert "dim stored 8, requested 16" in message
+        assert "model_id stored 'test-dense', requested 'bigger-model'" in message
+        assert "id_scheme" in message and "re-index" in message
+        # the failed open released the index
+        self.reopen(tmp_path, SCHEMA).close()
+
+
+class TestEdgeVectorStore(VectorStoreContract):
+    def create(self, root: Path, schema: IndexSchema) -> VectorStore:
+        return EdgeVectorStore.create(root / "index", schema, scroll_page=SCROLL_PAGE)
+
+    def reopen(self, root: Path, schema: IndexSchema | None) -> VectorStore:
+        return EdgeVectorStore.open(root / "index", schema, scroll_page=SCROLL_PAGE)
+
+    def test_second_open_in_this_process_is_refused(self, store: VectorStore) -> None:
+        assert isinstance(store, EdgeVectorStore)
+        with pytest.raises(PageSightError, match="open in another process") as err:
+            EdgeVectorStore.open(store.path, SCHEMA)
+        assert err.value.code == ErrorCode.INDEX_FAILED
+        assert "pagesight serve" in err.value.message
+        store.upsert([make_point("still-works", dense=[1.0] + [0.0] * (DIM - 1))])
+        assert store.count() == 1
+
+    def test_second_open_from_another_process_is_refused(self, store: VectorStore) -> None:
+        assert isinstance(store, EdgeVectorStore)
+        script = textwrap.dedent(
+            f"""
+            from pathlib import Path
+            from core.errors import PageSightError
+            from index.edge import EdgeVectorStore
+            try:
+                EdgeVectorStore.open(Path({str(store.path)!r}))
+            except PageSightError as exc:
+                print(exc.message)
+            else:
+                print("OPENED")
+            """
+        )
+        root = Path(__file__).resolve().parents[2]
+        out = subprocess.run(
+            [sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=60
+        )
+        assert "is open in another process" in out.stdout, out.stdout + out.stderr
+
+    def test_create_refuses_an_existing_index(self, store: VectorStore) -> None:
+        assert isinstance(store, EdgeVectorStore)
+        with pytest.raises(PageSightError, match="not empty"):
+            EdgeVectorStore.create(store.path, SCHEMA)
+
+    def test_open_of_a_missing_index_is_not_found(self, tmp_path: Path) -> None:
+        with pytest.raises(PageSightError) as err:
+            EdgeVectorStore.open(tmp_path / "nothing-here")
+        assert err.value.code == ErrorCode.NOT_FOUND
+
+
+class TestQdrantServerStore(VectorStoreContract):
+    """The server code path, on qdrant-client's local mode (same API, no server)."""
+
+    def create(self, root: Path, schema: IndexSchema) -> VectorStore:
+        client = QdrantClient(path=str(root / "qdrant"))
+        store = QdrantServerStore.create(client, COLLECTION, schema, scroll_page=SCROLL_PAGE)
+        store.add_close_hook(client.close)
+        return store
+
+    def reopen(self, root: Path, schema: IndexSchema | None) -> VectorStore:
+        client = QdrantClient(path=str(root / "qdrant"))
+        try:
+            store = QdrantServerStore.open(client, COLLECTION, schema, scroll_page=SCROLL_PAGE)
+        except BaseException:
+            client.close()
+            raise
+        store.add_close_hook(client.close)
+        return store
+
+    def test_open_of_a_missing_collection_is_not_found(self) -> None:
+        client = QdrantClient(location=":memory:")
+        with pytest.raises(PageSightError) as err:
+            QdrantServerStore.open(client, "absent")
+        assert err.value.code == ErrorCode.NOT_FOUND
+        client.close()
+
+
+def test_backends_agree_on_rankings(tmp_path: Path) -> None:
+    """The same data in both backends gives the same top-10 for dense and sparse queries."""
+    rng = np.random.default_rng(12)
+    vocabulary = 40
+    points = []
+    for i in range(150):
+        terms = rng.choice(vocabulary, size=int(rng.integers(2, 8)), replace=False)
+        points.append(
+            make_point(
+                f"c{i}",
+                doc_id=f"doc-{i % 10}",
+                acl=[EVERYONE] if i % 3 else ["alice"],
+                dense=unit(rng),
+                sparse=SparseVector(
+                    indices=[int(t) for t in terms],
+                    values=[float(v) for v in rng.uniform(0.5, 3.0, size=len(terms))],
+                ),
+            )
+        )
+    client = QdrantClient(location=":memory:")
+    stores = [
+        EdgeVectorStore.create(tmp_path / "edge", SCHEMA),
+        QdrantServerStore.create(client, COLLECTION, SCHEMA),
+    ]
+    try:
+        for store in stores:
+            store.upsert(points)
+        accesses = [AccessFilter(tenant="acme"), AccessFilter(tenant="acme", principals=["bob"])]
+        for _ in range(5):
+            dense_query = unit(rng)
+            terms = rng.choice(vocabulary, size=3, replace=False)
+            sparse_query = SparseVector(indices=[int(t) for t in terms], values=[1.0, 1.0, 1.0])
+            for access in accesses:
+                dense = [s.query_dense("text", dense_query, access, 10) for s in stores]
+                sparse = [s.query_sparse("bm25", sparse_query, access, 10) for s in stores]
+                assert ids_of(dense[0]) == ids_of(dense[1])
+                assert ids_of(sparse[0]) == ids_of(sparse[1])
+                assert [h.score for h in dense[0]] == pytest.approx(
+                    [h.score for h in dense[1]], abs=1e-4
+                )
+                assert [h.score for h in sparse[0]] == pytest.approx(
+                    [h.score for h in sparse[1]], rel=1e-4
+                )
+    finally:
+        for store in stores:
+            store.close()
+        client.close()
