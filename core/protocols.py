@@ -7,12 +7,15 @@ building a pipeline, a CLI command or a Ray deployment never pays for models it 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 from core.types import SparseVector
+
+if TYPE_CHECKING:
+    from PIL import Image
 
 
 @runtime_checkable
@@ -51,3 +54,33 @@ class SparseEncoder(Protocol):
     def encode_documents(self, texts: Sequence[str]) -> list[SparseVector]: ...
 
     def encode_query(self, text: str) -> SparseVector: ...
+
+
+class PageEmbedding(Protocol):
+    """A page image as late-interaction vectors.
+
+    ``vectors`` holds every kept token row (padding dropped), L2-normalised; the rows flagged in
+    ``image_mask`` are image patches in raster order over a ``grid`` of (rows, cols) cells that
+    tile the page image, which is what maps a patch back to a box on the page.
+    """
+
+    vectors: npt.NDArray[np.float32]
+    image_mask: npt.NDArray[np.bool_]
+    grid: tuple[int, int]
+
+
+@runtime_checkable
+class PageEmbedder(Protocol):
+    """Late-interaction page/query embedder (ColQwen2, ColPali, ...): MaxSim-comparable rows."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    def warm_up(self) -> None: ...
+
+    def embed_pages(self, images: Sequence[Image.Image]) -> list[PageEmbedding]: ...
+
+    def embed_queries(self, texts: Sequence[str]) -> list[npt.NDArray[np.float32]]: ...
