@@ -77,8 +77,15 @@ class RetrievalOptions(BaseModel):
     candidates: int = Field(default=100, ge=1, le=1000, description="per route, before fusion")
     rrf_k: float = Field(default=60.0, gt=0, description="reciprocal rank fusion constant")
     weights: dict[str, float] = Field(
-        default_factory=lambda: {"dense": 1.0, "keyword": 1.0, "visual": 1.0},
-        description="weight of each route's ranked list in fusion",
+        default_factory=lambda: {"dense": 1.0, "keyword": 1.0, "visual": 0.7},
+        description=(
+            "weight of each route's ranked list in fusion; visual is below 1 so that a model "
+            "that knows nothing costs <= 0.05 page_hit@5 (tests/unit/test_fusion_quality.py)"
+        ),
+    )
+    model_weights: dict[str, float] = Field(
+        default_factory=dict,
+        description="weight by the model id serving a route; overrides `weights` (tune on eval)",
     )
     snippet_chars: int = Field(default=300, ge=40)
 
