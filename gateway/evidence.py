@@ -64,7 +64,7 @@ def evidence_boxes(
     if rows * cols != len(patches) or len(patches) == 0:
         raise ValueError(f"{len(patches)} patch rows do not fill a {rows}x{cols} grid")
     relevance = patch_relevance(query, patches).reshape(rows, cols)
-    keep = max(2, int(round(top_fraction * rows * cols)))
+    keep = max(2, round(top_fraction * rows * cols))
     threshold = np.partition(relevance.ravel(), -keep)[-keep]
     components = _components(relevance >= threshold)
     ranked = sorted(components, key=lambda cells: -sum(relevance[r, c] for r, c in cells))
