@@ -88,6 +88,10 @@ class RetrievalOptions(BaseModel):
         description="weight by the model id serving a route; overrides `weights` (tune on eval)",
     )
     snippet_chars: int = Field(default=300, ge=40)
+    visual_prefetch: int = Field(
+        default=200, ge=1, description="pages kept by the pooled first stage before exact MaxSim"
+    )
+    evidence_boxes: int = Field(default=3, ge=1, le=20, description="boxes per visual hit")
 
 
 class IndexOptions(BaseModel):
@@ -141,6 +145,49 @@ class EmbedderOptions(BaseModel):
     )
 
 
+class VisualEmbedderOptions(BaseModel):
+    """The ColQwen2 page/query embedder (colpali-engine, ``models.colqwen``). The embedded
+    profile uses it only when its weights are local; ``model`` may be a directory or a hub id
+    (with ``HF_HUB_OFFLINE=1`` a hub id must already be in the Hugging Face cache)."""
+
+    model: str = Field(
+        default="vidore/colqwen2-v1.0", description="local model directory or hub id"
+    )
+    enabled: bool | None = Field(
+        default=None,
+        description=(
+            "index and search pages visually; None = only when `model` is a local directory "
+            "(the embedded profile never downloads weights)"
+        ),
+    )
+    name: str | None = Field(
+        default=None,
+        description="model_id stamped into the index schema; change it with max_num_visual_tokens",
+    )
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        default="auto", description="auto: bfloat16 on CUDA, float32 on CPU"
+    )
+    max_num_visual_tokens: int = Field(
+        default=768, ge=4, description="page images are resized to at most this many patches"
+    )
+    page_batch_tokens: int = Field(
+        default=12_288,
+        ge=1,
+        description="tokens per forward pass: pages x the longest page's tokens (padding)",
+    )
+    query_batch_size: int = Field(default=32, ge=1)
+    attn_implementation: Literal["sdpa", "eager", "flash_attention_2"] | None = Field(
+        default=None, description="unset = transformers' default (sdpa)"
+    )
+
+    @property
+    def active(self) -> bool:
+        if self.enabled is not None:
+            return self.enabled
+        return Path(self.model).expanduser().is_dir()
+
+
 class SparseOptions(BaseModel):
     """BM25 term weighting for the sparse (keyword) vectors; the index applies IDF."""
 
@@ -174,6 +221,7 @@ class Settings(BaseSettings):
     qdrant_api_key: SecretStr | None = None
     retrieval: RetrievalOptions = Field(default_factory=RetrievalOptions)
     embedder: EmbedderOptions = Field(default_factory=EmbedderOptions)
+    visual: VisualEmbedderOptions = Field(default_factory=VisualEmbedderOptions)
     sparse: SparseOptions = Field(default_factory=SparseOptions)
 
     @property

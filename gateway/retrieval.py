@@ -1,9 +1,15 @@
-"""Candidate retrieval over chunks: routes, fusion, and the collapse from chunks to pages.
+"""Candidate retrieval: routes, page-level fusion, evidence.
 
-Routes (DESIGN.md section 4): ``keyword`` = BM25 over chunks; ``text`` = dense + BM25 fused by
-weighted RRF; ``auto`` picks one per query. Access filters (tenant, ACL, validity) travel inside
-every index query. A dense model that does not cover the query's language (all-MiniLM is
-English-only) is skipped for that query rather than allowed to add noise, and the trace says so.
+Routes (DESIGN.md section 4): ``keyword`` = BM25 over chunks; ``text`` = dense + BM25;
+``visual`` = ColQwen2 page MaxSim (two-stage); ``hybrid`` = visual and text; ``auto`` picks one
+per query. Each route yields a ranking of pages (chunk routes: a page ranks where its best chunk
+ranks), and the rankings are fused by weighted reciprocal rank fusion. Every fused page then
+carries its best chunks (snippet, element ids, boxes) — visual-only pages are mapped back to
+their chunks too — and, for visual hits, evidence boxes where the page matched the query.
+
+Access filters (tenant, ACL, validity) travel inside every index query. A dense model that does
+not cover the query's language (all-MiniLM is English-only) is skipped for that query rather
+than allowed to add noise, and the trace says so.
 """
 
 from __future__ import annotations
@@ -11,8 +17,12 @@ from __future__ import annotations
 import re
 import time
 import uuid
+from typing import Any
 
-from core.protocols import SparseEncoder, TextEmbedder
+import numpy as np
+
+from core.errors import ErrorCode, PageSightError, Stage
+from core.protocols import PageEmbedder, SparseEncoder, TextEmbedder
 from core.settings import RetrievalOptions
 from core.types import (
     AccessFilter,
@@ -23,40 +33,60 @@ from core.types import (
     RouteTrace,
     SearchResult,
 )
-from gateway.fusion import weighted_rrf
+from gateway.evidence import evidence_boxes
+from gateway.fusion import weighted_rrf_ranks
 from index.base import ScoredPoint, VectorStore
-from ingestion.ingest import DENSE_VECTOR, SPARSE_VECTOR
+from index.vectors import DENSE_VECTOR, PAGE_POOLED_VECTOR, PAGE_VECTOR, SPARSE_VECTOR
 from models.text import language_of
+
+PageKey = tuple[str, int]  # (doc_id, page_number)
 
 # Identifiers, codes and quoted strings are found by exact terms, not by meaning.
 _CODE_TOKEN = re.compile(
     r"\b(?=[A-Za-z0-9_./-]*\d)(?=[A-Za-z0-9_./-]*[A-Za-z])[A-Za-z0-9_./-]{4,}\b"
 )
 _QUOTED = re.compile(r"\"[^\"]{2,}\"|「[^」]{2,}」")
+# Questions about how a page looks, or about numbers in charts and tables, lean visual.
+_VISUAL_WORDS = re.compile(
+    r"\b(chart|graph|plot|figure|fig\.|diagram|table|slide|image|picture|photo|map|logo|"
+    r"axis|legend|bar|pie|trend|percent(age)?|share)s?\b|%|グラフ|図|表|写真|スライド",
+    re.IGNORECASE,
+)
 
 
-def choose_text_route(query: str) -> RouteName:
-    """``auto`` for the text side: codes, ids and quoted phrases lean keyword; the rest text."""
+def choose_route(query: str, visual_available: bool) -> RouteName:
+    """``auto``: codes, ids and quoted phrases -> keyword; chart/table/figure words and
+    percentages -> hybrid (when a page model is configured); everything else -> text."""
     words = query.split()
     if _QUOTED.search(query) or (_CODE_TOKEN.search(query) and len(words) <= 4):
         return RouteName.KEYWORD
+    if visual_available and _VISUAL_WORDS.search(query):
+        return RouteName.HYBRID
     return RouteName.TEXT
 
 
-class TextRetriever:
-    """Keyword and dense+keyword retrieval over the chunk index, returning ranked pages."""
+class Retriever:
+    """All routes over the chunk index and (when configured) the page index."""
 
     def __init__(
         self,
-        store: VectorStore,
+        chunk_store: VectorStore,
         embedder: TextEmbedder,
         sparse: SparseEncoder,
         options: RetrievalOptions | None = None,
+        page_store: VectorStore | None = None,
+        page_embedder: PageEmbedder | None = None,
     ) -> None:
-        self.store = store
+        self.chunk_store = chunk_store
         self.embedder = embedder
         self.sparse = sparse
         self.options = options or RetrievalOptions()
+        self.page_store = page_store
+        self.page_embedder = page_embedder
+
+    @property
+    def visual_available(self) -> bool:
+        return self.page_store is not None and self.page_embedder is not None
 
     def search(
         self,
@@ -66,40 +96,69 @@ class TextRetriever:
         top_k: int = 10,
     ) -> SearchResult:
         started = time.perf_counter()
-        chosen = choose_text_route(query) if route == RouteName.AUTO else route
-        if chosen not in (RouteName.TEXT, RouteName.KEYWORD):
-            raise ValueError(f"route {chosen.value!r} is not served by the text retriever")
+        chosen = choose_route(query, self.visual_available) if route == RouteName.AUTO else route
+        if chosen in (RouteName.VISUAL, RouteName.HYBRID) and not self.visual_available:
+            raise PageSightError(
+                ErrorCode.UNSUPPORTED_FORMAT,
+                Stage.QUERY,
+                f"route {chosen.value!r} needs a page model: set PAGESIGHT_VISUAL__MODEL to a "
+                "local ColQwen2 directory (and re-ingest), or use route 'text'",
+            )
         traces: list[RouteTrace] = []
-        rankings: dict[str, list[str]] = {}
-        points: dict[str, ScoredPoint] = {}
+        ranks: dict[str, dict[str, int]] = {}
+        weights: dict[str, float] = {}
+        chunks: dict[str, dict[str, Any]] = {}  # candidate id -> chunk payload
+        visual_pages: dict[PageKey, ScoredPoint] = {}
+        query_rows: np.ndarray | None = None
+        limit = self.options.candidates
 
-        def run(name: str, hits: list[ScoredPoint]) -> None:
-            rankings[name] = [h.id for h in hits]
-            for h in hits:
-                points.setdefault(h.id, h)
+        def record(name: str, model_id: str, hits: list[ScoredPoint]) -> None:
+            weights[name] = self.options.model_weights.get(
+                model_id, self.options.weights.get(name, 1.0)
+            )
             traces.append(
                 RouteTrace(
-                    route=name,
-                    weight=self.options.weights.get(name, 1.0),
-                    candidates=[(h.id, h.score) for h in hits],
+                    route=name, weight=weights[name], candidates=[(h.id, h.score) for h in hits]
                 )
             )
 
-        limit = self.options.candidates
-        run(
-            "keyword",
-            self.store.query_sparse(SPARSE_VECTOR, self.sparse.encode_query(query), access, limit),
-        )
-        if chosen == RouteName.TEXT:
+        if chosen in (RouteName.KEYWORD, RouteName.TEXT, RouteName.HYBRID):
+            sparse_query = self.sparse.encode_query(query)
+            hits = self.chunk_store.query_sparse(SPARSE_VECTOR, sparse_query, access, limit)
+            record("keyword", self.sparse.model_id, hits)
+            ranks["keyword"] = {h.id: rank for rank, h in enumerate(hits, start=1)}
+            chunks.update((h.id, h.payload) for h in hits)
+        if chosen in (RouteName.TEXT, RouteName.HYBRID):
             skip = self._dense_skip_reason(query)
             if skip:
                 traces.append(RouteTrace(route="dense", weight=0.0, skipped=skip))
             else:
                 vector = self.embedder.embed_query(query).tolist()
-                run("dense", self.store.query_dense(DENSE_VECTOR, vector, access, limit))
-        route_scores = {t.route: dict(t.candidates) for t in traces if not t.skipped}
-        fused = weighted_rrf(rankings, self.options.weights, self.options.rrf_k)
-        hits = self._pages(fused, points, route_scores, top_k)
+                hits = self.chunk_store.query_dense(DENSE_VECTOR, vector, access, limit)
+                record("dense", self.embedder.model_id, hits)
+                ranks["dense"] = {h.id: rank for rank, h in enumerate(hits, start=1)}
+                chunks.update((h.id, h.payload) for h in hits)
+        if chosen in (RouteName.VISUAL, RouteName.HYBRID):
+            assert self.page_store is not None and self.page_embedder is not None
+            query_rows = self.page_embedder.embed_queries([query])[0]
+            hits = self.page_store.query_two_stage(
+                PAGE_VECTOR,
+                PAGE_POOLED_VECTOR,
+                query_rows.tolist(),
+                access,
+                limit,
+                prefetch=self.options.visual_prefetch,
+            )
+            record("visual", self.page_embedder.model_id, hits)
+            ranks["visual"] = self._visual_ranks(hits, chunks, visual_pages)
+
+        fused = weighted_rrf_ranks(ranks, weights, self.options.rrf_k)
+        hits_out = self._pages(fused, chunks, visual_pages, ranks, traces, access, top_k)
+        if query_rows is not None:
+            for hit in hits_out:
+                point = visual_pages.get((hit.doc_id, hit.page_number))
+                if point is not None:
+                    hit.bboxes = self._evidence(point, query_rows)
         trace = RetrievalTrace(
             trace_id=uuid.uuid4().hex,
             query=query,
@@ -107,10 +166,94 @@ class TextRetriever:
             route=chosen,
             routes=traces,
             fused=fused[: max(top_k * 5, 50)],
-            index_version=self.store.schema.fingerprint(),
+            index_version=self.chunk_store.collection,
             elapsed_ms=(time.perf_counter() - started) * 1000,
         )
-        return SearchResult(hits=hits, trace=trace)
+        return SearchResult(hits=hits_out, trace=trace)
+
+    @staticmethod
+    def _visual_ranks(
+        hits: list[ScoredPoint],
+        chunks: dict[str, dict[str, Any]],
+        visual_pages: dict[PageKey, ScoredPoint],
+    ) -> dict[str, int]:
+        """Map ranked pages back to chunks: each text candidate on a hit page takes the page's
+        rank; a page no text route found stands in as ``page:<doc>#<n>``."""
+        page_rank: dict[PageKey, int] = {}
+        for rank, hit in enumerate(hits, start=1):
+            key = (hit.payload["doc_id"], int(hit.payload["page_number"]))
+            page_rank.setdefault(key, rank)
+            visual_pages.setdefault(key, hit)
+        ranks: dict[str, int] = {}
+        for chunk_id, payload in chunks.items():
+            pages_of_chunk = [(payload["doc_id"], int(n)) for n in payload.get("page_numbers", [])]
+            found = [page_rank[p] for p in pages_of_chunk if p in page_rank]
+            if found:
+                ranks[chunk_id] = min(found)
+        for key, rank in page_rank.items():
+            ranks[f"page:{key[0]}#{key[1]}"] = rank
+        return ranks
+
+    def _pages(
+        self,
+        fused: list[tuple[str, float]],
+        chunks: dict[str, dict[str, Any]],
+        visual_pages: dict[PageKey, ScoredPoint],
+        ranks: dict[str, dict[str, int]],
+        traces: list[RouteTrace],
+        access: AccessFilter,
+        top_k: int,
+    ) -> list[PageHit]:
+        """Collapse fused candidates to pages: a page ranks where its best candidate ranks."""
+        raw = {t.route: dict(t.candidates) for t in traces if not t.skipped}
+        out: dict[PageKey, PageHit] = {}
+        for item, score in fused:
+            if item.startswith("page:"):
+                doc_id, number = item[len("page:") :].rsplit("#", 1)
+                keys = [(doc_id, int(number))]
+                payload: dict[str, Any] | None = None
+            else:
+                payload = chunks[item]
+                keys = [(payload["doc_id"], int(n)) for n in payload.get("page_numbers") or [1]]
+            for key in keys:
+                hit = out.get(key)
+                if hit is None:
+                    if len(out) >= top_k:
+                        continue
+                    visual = visual_pages.get(key)
+                    hit = out[key] = PageHit(
+                        doc_id=key[0],
+                        page_number=key[1],
+                        rank=len(out) + 1,
+                        score=score,
+                        title=(payload or (visual.payload if visual else {})).get("title"),
+                        source_uri=(payload or (visual.payload if visual else {})).get(
+                            "source_uri"
+                        ),
+                    )
+                    if visual is not None:
+                        hit.route_scores["visual"] = raw["visual"][visual.id]
+                if payload is None:
+                    continue
+                for route in ("keyword", "dense"):
+                    if item in ranks.get(route, {}):
+                        hit.route_scores.setdefault(route, raw[route][item])
+                self._add_chunk(hit, payload, key[1])
+        for key, hit in out.items():
+            if not hit.chunk_ids:  # a page only the visual route found: map it to its chunks
+                for payload in self._chunks_of_page(key, access):
+                    self._add_chunk(hit, payload, key[1])
+        return sorted(out.values(), key=lambda h: h.rank)
+
+    def _add_chunk(self, hit: PageHit, payload: dict[str, Any], page_number: int) -> None:
+        if not hit.chunk_ids:
+            hit.snippet = _snippet(payload.get("text", ""), self.options.snippet_chars)
+            hit.bboxes = [
+                BBox.of(box) for page, box in payload.get("bboxes", []) if page == page_number
+            ]
+        hit.chunk_ids.append(payload.get("chunk_id", ""))
+        hit.element_ids.extend(payload.get("element_ids", []))
+        hit.kinds.extend(k for k in payload.get("kinds", []) if k not in hit.kinds)
 
     def _dense_skip_reason(self, query: str) -> str | None:
         supported = self.embedder.languages
@@ -119,44 +262,28 @@ class TextRetriever:
             return None
         return f"{self.embedder.model_id} does not cover language {language!r}"
 
-    def _pages(
-        self,
-        fused: list[tuple[str, float]],
-        points: dict[str, ScoredPoint],
-        route_scores: dict[str, dict[str, float]],
-        top_k: int,
-    ) -> list[PageHit]:
-        """Collapse ranked chunks to pages: a page ranks where its best chunk ranks."""
-        pages: dict[tuple[str, int], PageHit] = {}
-        for point_id, score in fused:
-            payload = points[point_id].payload
-            for page_number in payload.get("page_numbers") or [1]:
-                key = (payload["doc_id"], int(page_number))
-                hit = pages.get(key)
-                if hit is None:
-                    if len(pages) >= top_k:
-                        continue
-                    hit = pages[key] = PageHit(
-                        doc_id=payload["doc_id"],
-                        page_number=int(page_number),
-                        rank=len(pages) + 1,
-                        score=score,
-                        route_scores={
-                            route: scores[point_id]
-                            for route, scores in route_scores.items()
-                            if point_id in scores
-                        },
-                        snippet=_snippet(payload.get("text", ""), self.options.snippet_chars),
-                        title=payload.get("title"),
-                        source_uri=payload.get("source_uri"),
-                    )
-                hit.chunk_ids.append(payload.get("chunk_id", point_id))
-                hit.element_ids.extend(payload.get("element_ids", []))
-                hit.kinds.extend(k for k in payload.get("kinds", []) if k not in hit.kinds)
-                hit.bboxes.extend(
-                    BBox.of(box) for page, box in payload.get("bboxes", []) if page == page_number
-                )
-        return sorted(pages.values(), key=lambda h: h.rank)
+    def _chunks_of_page(self, key: PageKey, access: AccessFilter) -> list[dict[str, Any]]:
+        """A visual-only hit's text: the chunks on that page, in reading order."""
+        points = self.chunk_store.points_of_document(access.tenant, key[0])
+        on_page = [p.payload for p in points if key[1] in (p.payload.get("page_numbers") or [])]
+        return sorted(on_page, key=lambda payload: payload.get("seq", 0))
+
+    def _evidence(self, point: ScoredPoint, query_rows: np.ndarray) -> list[BBox]:
+        assert self.page_store is not None
+        payload = point.payload
+        stored = self.page_store.multivectors([point.id], PAGE_VECTOR).get(point.id)
+        if stored is None:
+            return []
+        start, count = payload["image_rows"]
+        rows, cols = payload["grid"]
+        patches = np.asarray(stored[start : start + count], dtype=np.float32)
+        return evidence_boxes(
+            query_rows,
+            patches,
+            (rows, cols),
+            (payload["width"], payload["height"]),
+            max_boxes=self.options.evidence_boxes,
+        )
 
 
 def _snippet(text: str, limit: int) -> str:

@@ -1,7 +1,8 @@
 """The vector index layer: one store interface, two Qdrant backends, versioned collections.
 
 - :mod:`index.base`: :class:`~index.base.VectorStore` (upsert, per-document delete, dense /
-  sparse / multi-vector queries with the access filter inside the query, scrolls for sync),
+  sparse / multi-vector queries and the two-stage page query (pooled first stage, exact MaxSim
+  rerank) with the access filter inside the query, scrolls for sync),
   the payload contract, and :class:`~index.base.IndexSchema`, the facts (vector names, dims,
   distances, model ids, id scheme) stamped into every index and checked on every open.
 - :mod:`index.edge`: the embedded default, Qdrant's engine in-process (qdrant_edge), one

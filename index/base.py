@@ -94,7 +94,16 @@ class MultiVectorSpec(BaseModel):
 
     The defaults are what ColPali-style page vectors want: MaxSim, float16 storage (half the
     memory for ~1.4x time, STACK-FACTS) and no HNSW graph, because a graph over single patch
-    vectors is useless for MaxSim: a pooled dense vector is the indexed first stage instead.
+    vectors is useless for MaxSim: a smaller pooled multi-vector is the first stage instead.
+
+    A *pooled* spec (the first stage of :meth:`VectorStore.query_two_stage`) names the full
+    multi-vector it is derived from in ``pooled_from`` and how in ``pooling`` (e.g.
+    ``"mean-rows-cols"``, :data:`models.pooling.ROWS_COLS`); both are stamped so that changing
+    the pooling means a re-index. By convention its name is the full one plus
+    :data:`POOLED_SUFFIX` (``page-colqwen`` + ``page-colqwen-pooled``), see
+    :meth:`IndexSchema.for_pages`. ``quantization="int8"`` (pooled specs only: the full
+    vectors are the exact stage) adds scalar int8 codes of the vectors, kept in RAM, that a
+    quantized first stage scores instead of the floats.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -105,6 +114,32 @@ class MultiVectorSpec(BaseModel):
     comparator: Literal["max_sim"] = "max_sim"
     datatype: Literal["float32", "float16"] = "float16"
     hnsw: bool = False
+    quantization: Literal["none", "int8"] = "none"
+    pooled_from: str | None = Field(
+        default=None, description="the full multi-vector this first-stage vector pools"
+    )
+    pooling: str | None = Field(
+        default=None, description="how it was pooled; a change means re-index"
+    )
+
+    @model_validator(mode="after")
+    def _pooled(self) -> MultiVectorSpec:
+        if (self.pooled_from is None) != (self.pooling is None):
+            raise ValueError("a pooled multi-vector needs both pooled_from and pooling")
+        if self.quantization != "none" and self.pooled_from is None:
+            # The full vectors are the exact stage (query_multivector, the two-stage rerank);
+            # approximate scores there would change results, not just their cost.
+            raise ValueError("only a pooled (first-stage) multi-vector can be quantized")
+        return self
+
+
+#: A pooled first-stage multi-vector is named after its full one plus this suffix.
+POOLED_SUFFIX = "-pooled"
+
+
+def pooled_vector_name(name: str) -> str:
+    """The conventional name of the pooled first stage of multi-vector ``name``."""
+    return f"{name}{POOLED_SUFFIX}"
 
 
 _VECTOR_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -135,7 +170,25 @@ class IndexSchema(BaseModel):
         for name in names:
             if not _VECTOR_NAME.match(name):
                 raise ValueError(f"bad vector name {name!r}: letters, digits, '_', '.', '-'")
+        for name, spec in self.multivector.items():
+            if spec.pooled_from is None:
+                continue
+            full = self.multivector.get(spec.pooled_from)
+            if full is None or full.pooled_from is not None:
+                raise ValueError(
+                    f"pooled multi-vector {name!r} pools {spec.pooled_from!r}, "
+                    "which is not a full multi-vector of this schema"
+                )
+            if (full.dim, full.distance) != (spec.dim, spec.distance):
+                raise ValueError(
+                    f"pooled multi-vector {name!r} must have the dim and distance of "
+                    f"{spec.pooled_from!r}: the same query rows score both"
+                )
         return self
+
+    def pooled_of(self, name: str) -> list[str]:
+        """The pooled first-stage multi-vectors derived from multi-vector ``name``."""
+        return [n for n, spec in self.multivector.items() if spec.pooled_from == name]
 
     def differences(self, other: IndexSchema) -> list[str]:
         """Human-readable differences from ``other`` (``self`` = stored, ``other`` = requested)."""
@@ -186,6 +239,42 @@ class IndexSchema(BaseModel):
             id_scheme=id_scheme,
             dense={dense_name: DenseVectorSpec(dim=dense_dim, model_id=dense_model)},
             sparse={sparse_name: SparseVectorSpec(model_id=sparse_model)},
+        )
+
+    @classmethod
+    def for_pages(
+        cls,
+        *,
+        name: str,
+        dim: int,
+        model_id: str,
+        pooling: str = "mean-rows-cols",
+        pooled_quantization: Literal["none", "int8"] = "none",
+        id_scheme: str = "v1",
+    ) -> IndexSchema:
+        """The schema of a page collection: full page multi-vectors plus their pooled first stage.
+
+        ``name`` holds every row of a page (float16, exact MaxSim, no graph); ``name`` +
+        :data:`POOLED_SUFFIX` holds the ``pooling`` of its image patches (``"mean-rows-cols"``
+        = :data:`models.pooling.ROWS_COLS`). The pooled vectors stay float32: they are ~55
+        rows instead of ~750, and the engine's MaxSim scan measured faster on float32 than on
+        float16 (bench/bench_maxsim.py). Neither has an HNSW graph: a graph over multi-vectors
+        compares pooled sets pairwise while building (~2 minutes for 2k pages of 55 rows on two
+        cores), and a flat scan of the pooled rows is what the first stage costs anyway.
+        """
+        return cls(
+            id_scheme=id_scheme,
+            multivector={
+                name: MultiVectorSpec(dim=dim, model_id=model_id),
+                pooled_vector_name(name): MultiVectorSpec(
+                    dim=dim,
+                    model_id=model_id,
+                    datatype="float32",
+                    quantization=pooled_quantization,
+                    pooled_from=name,
+                    pooling=pooling,
+                ),
+            },
         )
 
     def fingerprint(self) -> str:
@@ -318,6 +407,17 @@ class Selection:
         return replace(self, ids=tuple(ids))
 
 
+@dataclass(frozen=True)
+class TwoStage:
+    """A resolved two-stage MaxSim query plan, handed to the backends."""
+
+    full: str
+    pooled: str
+    prefetch: int
+    #: score the first stage on the pooled vector's int8 codes, not rescored
+    quantized_first_stage: bool
+
+
 # -- the interface -----------------------------------------------------------------------------
 
 QueryVector = list[float] | SparseVector | list[list[float]]
@@ -440,6 +540,91 @@ class VectorStore(ABC):
         rows = _finite_rows(vectors, spec.dim, f"multivector query on {name!r}", Stage.QUERY)
         return self._query(name, rows, access, limit)
 
+    def query_two_stage(
+        self,
+        multivector_name: str,
+        pooled_name: str,
+        query_rows: Sequence[Sequence[float]],
+        access: AccessFilter,
+        limit: int,
+        prefetch: int,
+        quantized: bool | None = None,
+    ) -> list[ScoredPoint]:
+        """MaxSim ranking in two stages: the pooled first stage, then an exact rerank.
+
+        Stage 1 ranks every visible point by MaxSim of ``query_rows`` against its pooled rows
+        (``pooled_name``, ~55 per page instead of ~750) and keeps the best ``prefetch``; stage 2
+        scores only those by exact MaxSim on the full rows (``multivector_name``) and returns
+        the best ``limit`` with their exact scores. The access filter is applied inside the
+        first stage (so an invisible page can never take a candidate slot, nor be returned) and
+        again at the top level. With ``prefetch`` at least the number of visible points the
+        result equals :meth:`query_multivector`'s.
+
+        ``quantized``: score stage 1 on the pooled vector's int8 codes (None: when the schema
+        gives it ``quantization="int8"``; True requires that; False scores the floats). A
+        quantized first stage is not rescored on the floats: its only job is to choose
+        candidates, and stage 2 rescores every candidate exactly anyway. The embedded engine
+        builds the codes when it optimizes a segment (:meth:`optimize` after a bulk load);
+        until then it scores the floats.
+        """
+        full = self._schema.multivector.get(multivector_name)
+        if full is None:
+            raise self._unknown_vector("multivector", multivector_name, Stage.QUERY)
+        pooled = self._schema.multivector.get(pooled_name)
+        if pooled is None:
+            raise self._unknown_vector("multivector", pooled_name, Stage.QUERY)
+        if pooled.pooled_from != multivector_name:
+            # The schema validator already guarantees the same dim and distance.
+            raise PageSightError(
+                ErrorCode.INDEX_FAILED,
+                Stage.QUERY,
+                f"multivector {pooled_name!r} of index {self.collection} is not a first stage "
+                f"of {multivector_name!r} (its pooled_from is {pooled.pooled_from!r})",
+            )
+        if prefetch < limit:
+            raise ValueError(f"prefetch ({prefetch}) must be at least limit ({limit})")
+        if quantized and pooled.quantization == "none":
+            raise PageSightError(
+                ErrorCode.INDEX_FAILED,
+                Stage.QUERY,
+                f"a quantized first stage was asked for, but {pooled_name!r} of index "
+                f"{self.collection} has no quantization (set it in its MultiVectorSpec)",
+            )
+        use_quantized = pooled.quantization != "none" if quantized is None else quantized
+        rows = _finite_rows(
+            query_rows, full.dim, f"two-stage query on {multivector_name!r}", Stage.QUERY
+        )
+        self._check_open()
+        if limit < 1:
+            raise ValueError(f"limit must be positive, got {limit}")
+        selection = Selection.visible_to(access)
+        if selection.matches_nothing:
+            return []
+        stage = TwoStage(
+            full=multivector_name,
+            pooled=pooled_name,
+            prefetch=prefetch,
+            quantized_first_stage=use_quantized,
+        )
+        with self._backend_errors(Stage.QUERY, f"two-stage query on {multivector_name!r}"):
+            return self._search_two_stage(stage, rows, selection, limit)
+
+    def multivectors(self, ids: Sequence[str], name: str) -> dict[str, list[list[float]]]:
+        """The stored rows of multi-vector ``name`` of the given points that exist and have it.
+
+        For evidence (which patches of a hit page matched the query); no access filter, so
+        call it only with ids a filtered query returned. Values come back as stored (float16
+        storage rounds them).
+        """
+        if name not in self._schema.multivector:
+            raise self._unknown_vector("multivector", name, Stage.QUERY)
+        self._check_open()
+        canonical = list(dict.fromkeys(str(uuid.UUID(i)) for i in ids))
+        if not canonical:
+            return {}
+        with self._backend_errors(Stage.QUERY, f"multivectors {name!r}"):
+            return self._multivectors(canonical, name)
+
     def retrieve(
         self, ids: Sequence[str], access: AccessFilter | None = None
     ) -> dict[str, dict[str, Any]]:
@@ -516,6 +701,16 @@ class VectorStore(ABC):
     ) -> list[ScoredPoint]: ...
 
     @abstractmethod
+    def _search_two_stage(
+        self, stage: TwoStage, rows: list[list[float]], selection: Selection, limit: int
+    ) -> list[ScoredPoint]:
+        """A prefetch of ``stage.prefetch`` on ``stage.pooled`` then exact MaxSim on
+        ``stage.full``, with ``selection``'s filter inside the prefetch and at the top level."""
+
+    @abstractmethod
+    def _multivectors(self, ids: list[str], name: str) -> dict[str, list[list[float]]]: ...
+
+    @abstractmethod
     def _scroll(self, selection: Selection, fields: list[str] | None) -> Iterator[StoredPoint]:
         """All selected points a page (``self._scroll_page``) at a time, in id order; only
         ``fields`` of the payload when given."""
@@ -564,7 +759,18 @@ class VectorStore(ABC):
             mspec = self._schema.multivector.get(name)
             if mspec is None:
                 raise self._unknown_vector("multivector", name, Stage.INDEX)
-            _finite_rows(rows, mspec.dim, f"{where}, multivector {name!r}", Stage.INDEX)
+            _finite_matrix(rows, mspec.dim, f"{where}, multivector {name!r}", Stage.INDEX)
+            # A page without its first stage could never be found by query_two_stage, and a
+            # first stage without its page would be a candidate with nothing to rerank.
+            partners = [mspec.pooled_from] if mspec.pooled_from else self._schema.pooled_of(name)
+            for partner in partners:
+                if partner not in point.multivector:
+                    raise PageSightError(
+                        ErrorCode.INDEX_FAILED,
+                        Stage.INDEX,
+                        f"{where} has multivector {name!r} but not {partner!r}: "
+                        "a page's full and pooled vectors are written together",
+                    )
         if not (point.dense or point.sparse or point.multivector):
             raise PageSightError(ErrorCode.INDEX_FAILED, Stage.INDEX, f"{where} has no vector")
 
@@ -605,6 +811,14 @@ def _finite_row(vector: Sequence[float], dim: int, what: str, stage: Stage) -> l
 def _finite_rows(
     rows: Sequence[Sequence[float]], dim: int, what: str, stage: Stage
 ) -> list[list[float]]:
+    rows_out: list[list[float]] = _finite_matrix(rows, dim, what, stage).tolist()
+    return rows_out
+
+
+def _finite_matrix(
+    rows: Sequence[Sequence[float]], dim: int, what: str, stage: Stage
+) -> np.ndarray[Any, np.dtype[np.float64]]:
+    """``rows`` as a checked float64 matrix (one or more rows of ``dim`` finite values)."""
     matrix = np.asarray(rows, dtype=np.float64)
     if matrix.ndim != 2 or matrix.shape[0] == 0 or matrix.shape[1] != dim:
         raise PageSightError(
@@ -614,7 +828,7 @@ def _finite_rows(
         )
     if not np.isfinite(matrix).all():
         raise PageSightError(ErrorCode.INDEX_FAILED, stage, f"{what}: NaN or infinite values")
-    return [[float(v) for v in row] for row in rows]
+    return matrix
 
 
 def _sparse(vector: SparseVector, stage: Stage) -> SparseVector:

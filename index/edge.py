@@ -37,6 +37,7 @@ from index.base import (
     ScoredPoint,
     Selection,
     StoredPoint,
+    TwoStage,
     VectorStore,
 )
 
@@ -53,6 +54,8 @@ _DATATYPES = {
     "float32": qe.VectorStorageDatatype.Float32,
     "float16": qe.VectorStorageDatatype.Float16,
 }
+#: Scalar int8 codes kept in RAM; the 0.99 quantile clips outliers so they don't waste range.
+_INT8 = qe.ScalarQuantizationConfig(qe.ScalarType.Int8, quantile=0.99, memory=qe.Memory.Pinned)
 
 
 class DirectoryLock:
@@ -109,6 +112,7 @@ def edge_config(schema: IndexSchema) -> qe.EdgeConfig:
             hnsw_config=None
             if mspec.hnsw
             else qe.HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10_000),
+            quantization_config=_INT8 if mspec.quantization == "int8" else None,
         )
     sparse = {
         name: qe.EdgeSparseVectorParams(
@@ -255,10 +259,27 @@ class EdgeVectorStore(VectorStore):
         return self._path
 
     def optimize(self) -> None:
-        """Merge segments and build HNSW/payload indexes now, blocking (after a bulk load)."""
+        """Merge segments and build HNSW/payload indexes now, blocking (after a bulk load).
+
+        This is also when the engine builds int8 codes of quantized vectors: it quantizes a
+        segment once it holds more than its indexing threshold of vector data (~20 MB), so
+        the newest points of a bulk load may stay unquantized (scored on floats) until more
+        follow.
+        """
         self._check_open()
         with self._backend_errors(Stage.INDEX, "optimize"):
             self._shard.optimize()
+
+    def shard_info(self) -> dict[str, int]:
+        """Points, segments and indexed (optimized: graph / quantized) vectors of the shard."""
+        self._check_open()
+        with self._backend_errors(Stage.QUERY, "shard_info"):
+            info = self._shard.info()
+        return {
+            "points": int(info.points_count),
+            "segments": int(info.segments_count),
+            "indexed_vectors": int(info.indexed_vectors_count),
+        }
 
     # -- primitives --
 
@@ -299,6 +320,46 @@ class EdgeVectorStore(VectorStore):
             ScoredPoint(id=str(hit.id), score=float(hit.score), payload=hit.payload or {})
             for hit in hits
         ]
+
+    def _search_two_stage(
+        self, stage: TwoStage, rows: list[list[float]], selection: Selection, limit: int
+    ) -> list[ScoredPoint]:
+        flt = edge_filter(selection)
+        first_stage = qe.Prefetch(
+            limit=stage.prefetch,
+            query=qe.Query.Nearest(rows, using=stage.pooled),
+            filter=flt,
+            params=qe.SearchParams(
+                quantization=qe.QuantizationSearchParams(
+                    ignore=not stage.quantized_first_stage, rescore=False
+                )
+            ),
+        )
+        hits = self._shard.query(
+            qe.QueryRequest(
+                limit=limit,
+                query=qe.Query.Nearest(rows, using=stage.full),
+                prefetches=[first_stage],
+                filter=flt,
+                with_payload=True,
+                with_vector=False,
+            )
+        )
+        return [
+            ScoredPoint(id=str(hit.id), score=float(hit.score), payload=hit.payload or {})
+            for hit in hits
+        ]
+
+    def _multivectors(self, ids: list[str], name: str) -> dict[str, list[list[float]]]:
+        point_ids: list[qe.PointId] = list(ids)
+        records = self._shard.retrieve(point_ids, with_payload=False, with_vector=[name])
+        out: dict[str, list[list[float]]] = {}
+        for record in records:
+            vectors = record.vector
+            rows = vectors.get(name) if isinstance(vectors, dict) else None
+            if isinstance(rows, list):
+                out[str(record.id)] = [list(row) for row in rows]  # type: ignore[arg-type]
+        return out
 
     def _scroll(self, selection: Selection, fields: list[str] | None) -> Iterator[StoredPoint]:
         flt = edge_filter(selection)

@@ -30,6 +30,7 @@ from index.base import (
     ScoredPoint,
     Selection,
     StoredPoint,
+    TwoStage,
     VectorStore,
 )
 
@@ -39,6 +40,10 @@ _DISTANCES = {
     "euclid": qm.Distance.EUCLID,
 }
 _DATATYPES = {"float32": qm.Datatype.FLOAT32, "float16": qm.Datatype.FLOAT16}
+#: Scalar int8 codes kept in RAM; the 0.99 quantile clips outliers so they don't waste range.
+_INT8 = qm.ScalarQuantization(
+    scalar=qm.ScalarQuantizationConfig(type=qm.ScalarType.INT8, quantile=0.99, always_ram=True)
+)
 
 # qdrant-client's local mode keeps no payload indexes and says so on every create; the server
 # builds them. The filters are the same either way.
@@ -60,6 +65,7 @@ def collection_config(
             multivector_config=qm.MultiVectorConfig(comparator=qm.MultiVectorComparator.MAX_SIM),
             datatype=_DATATYPES[mspec.datatype],
             hnsw_config=None if mspec.hnsw else qm.HnswConfigDiff(m=0),
+            quantization_config=_INT8 if mspec.quantization == "int8" else None,
         )
     sparse = {
         name: qm.SparseVectorParams(
@@ -259,6 +265,48 @@ class QdrantServerStore(VectorStore):
             ScoredPoint(id=str(p.id), score=float(p.score), payload=p.payload or {})
             for p in response.points
         ]
+
+    def _search_two_stage(
+        self, stage: TwoStage, rows: list[list[float]], selection: Selection, limit: int
+    ) -> list[ScoredPoint]:
+        flt = qdrant_filter(selection)
+        first_stage = qm.Prefetch(
+            query=rows,
+            using=stage.pooled,
+            limit=stage.prefetch,
+            filter=flt,
+            params=qm.SearchParams(
+                quantization=qm.QuantizationSearchParams(
+                    ignore=not stage.quantized_first_stage, rescore=False
+                )
+            ),
+        )
+        response = self._client.query_points(
+            self._collection,
+            prefetch=first_stage,
+            query=rows,
+            using=stage.full,
+            query_filter=flt,
+            limit=limit,
+            with_payload=True,
+            with_vectors=False,
+        )
+        return [
+            ScoredPoint(id=str(p.id), score=float(p.score), payload=p.payload or {})
+            for p in response.points
+        ]
+
+    def _multivectors(self, ids: list[str], name: str) -> dict[str, list[list[float]]]:
+        records = self._client.retrieve(
+            self._collection, ids=ids, with_payload=False, with_vectors=[name]
+        )
+        out: dict[str, list[list[float]]] = {}
+        for record in records:
+            vectors = record.vector
+            if isinstance(vectors, dict) and name in vectors:
+                rows = vectors[name]
+                out[str(record.id)] = [[float(v) for v in row] for row in rows]  # type: ignore[union-attr]
+        return out
 
     def _scroll(self, selection: Selection, fields: list[str] | None) -> Iterator[StoredPoint]:
         flt = qdrant_filter(selection)

@@ -20,12 +20,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from core.errors import ErrorCode, PageSightError, Stage
 from core.ids import file_version, make_doc_id, point_id
-from core.protocols import SparseEncoder, TextEmbedder
+from core.protocols import PageEmbedder, SparseEncoder, TextEmbedder
 from core.settings import Settings
 from core.types import EVERYONE, Chunk, IngestJob, JobState, ParsedDocument
 from index.base import IndexPoint, VectorStore
+from index.vectors import DENSE_VECTOR, PAGE_POOLED_VECTOR, PAGE_VECTOR, SPARSE_VECTOR
 from ingestion.catalog import Catalog
 from ingestion.chunk import Chunker
 from ingestion.isolation import parse_isolated
@@ -34,8 +37,7 @@ from ingestion.render import PageImageStore
 
 log = logging.getLogger(__name__)
 
-DENSE_VECTOR = "text-dense"
-SPARSE_VECTOR = "bm25"
+_PAGE_EMBED_BATCH = 16  # pages decoded and embedded at a time: bounds image memory
 
 #: Called as (job, pages done, pages total) while a file is parsed.
 IngestProgress = Callable[[IngestJob, int, int], None]
@@ -102,12 +104,16 @@ class Ingestor:
         embedder: TextEmbedder,
         sparse: SparseEncoder,
         embed_batch: int = 64,
+        page_store: VectorStore | None = None,
+        page_embedder: PageEmbedder | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
         self.catalog = catalog
         self.embedder = embedder
         self.sparse = sparse
+        self.page_store = page_store
+        self.page_embedder = page_embedder
         self.images = PageImageStore(settings.page_image_dir, settings.render)
         self.chunker = Chunker(settings.chunk)
         self.embed_batch = embed_batch
@@ -151,8 +157,9 @@ class Ingestor:
     def delete(self, tenant: str, doc_id: str) -> bool:
         """Remove a document everywhere: points, catalog rows, page images no page still uses."""
         in_index = doc_id in self.store.document_versions(tenant)
-        self.store.delete_document(tenant, doc_id)
-        self.store.flush()
+        for store in self._stores():
+            store.delete_document(tenant, doc_id)
+            store.flush()
         orphans = self.catalog.delete_document(tenant, doc_id)
         for ref in orphans or []:
             self.images.delete(ref)
@@ -209,9 +216,10 @@ class Ingestor:
             )
             stage = Stage.EMBED
             points = self._points(parsed, chunks, job.acl)
+            page_points = self._page_points(parsed, job.acl)
             job = self.catalog.advance(job, JobState.INDEXING)
             stage = Stage.INDEX
-            self._write(parsed, points)
+            self._write(parsed, points, page_points)
             return self.catalog.advance(job, JobState.READY)
         except PageSightError as exc:
             log.warning("ingest failed for %s: %s", job.path, exc)
@@ -250,12 +258,70 @@ class Ingestor:
                 )
         return points
 
-    def _write(self, parsed: ParsedDocument, points: list[IndexPoint]) -> None:
+    def _page_points(self, parsed: ParsedDocument, acl: list[str]) -> list[IndexPoint]:
+        """ColQwen2 multi-vectors (and their pooled first stage) for every rendered page."""
+        if self.page_store is None or self.page_embedder is None:
+            return []
+        from PIL import Image
+
+        from models.pooling import pool_rows_cols
+
         doc = parsed.document
-        if points:
-            self.store.upsert(points)
-        # Only now do older versions go: a reader never sees the document vanish mid-update.
-        self.store.delete_document(doc.tenant, doc.doc_id, keep_version=doc.version)
-        self.store.flush()
+        pages = [p for p in parsed.pages if p.image_ref]
+        points: list[IndexPoint] = []
+        for start in range(0, len(pages), _PAGE_EMBED_BATCH):
+            batch = pages[start : start + _PAGE_EMBED_BATCH]
+            images = []
+            for page in batch:
+                with Image.open(self.images.path(str(page.image_ref))) as img:
+                    images.append(img.convert("RGB"))
+            for page, embedded in zip(batch, self.page_embedder.embed_pages(images), strict=True):
+                image_rows = np.flatnonzero(embedded.image_mask)
+                points.append(
+                    IndexPoint(
+                        id=point_id(
+                            doc.tenant, f"{doc.doc_id}/{doc.version}/page/{page.page_number}"
+                        ),
+                        multivector={
+                            PAGE_VECTOR: embedded.vectors.tolist(),
+                            PAGE_POOLED_VECTOR: pool_rows_cols(
+                                embedded.vectors, embedded.image_mask, embedded.grid
+                            ).tolist(),
+                        },
+                        payload={
+                            "doc_id": doc.doc_id,
+                            "version": doc.version,
+                            "tenant": doc.tenant,
+                            "acl": acl or [EVERYONE],
+                            "valid_until": doc.valid_until.timestamp() if doc.valid_until else None,
+                            "page_number": page.page_number,
+                            "width": page.width,
+                            "height": page.height,
+                            "grid": list(embedded.grid),
+                            # Image patches are one contiguous run of rows in ColQwen2's prompt.
+                            "image_rows": [int(image_rows[0]), len(image_rows)],
+                            "image_ref": page.image_ref,
+                            "title": doc.title,
+                            "source_uri": doc.source_uri,
+                        },
+                    )
+                )
+        return points
+
+    def _stores(self) -> list[VectorStore]:
+        return [self.store] + ([self.page_store] if self.page_store is not None else [])
+
+    def _write(
+        self, parsed: ParsedDocument, points: list[IndexPoint], page_points: list[IndexPoint]
+    ) -> None:
+        doc = parsed.document
+        for store, batch in ((self.store, points), (self.page_store, page_points)):
+            if store is None:
+                continue
+            if batch:
+                store.upsert(batch)
+            # Only now do older versions go: a reader never sees the document vanish mid-update.
+            store.delete_document(doc.tenant, doc.doc_id, keep_version=doc.version)
+            store.flush()
         for ref in self.catalog.put_document(doc, parsed.pages):
             self.images.delete(ref)

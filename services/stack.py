@@ -8,18 +8,27 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from core.ids import make_doc_id
 from core.settings import Settings
 from core.types import AccessFilter, RouteName, SearchResult
-from gateway.retrieval import TextRetriever
+from gateway.retrieval import Retriever
 from index.base import IndexSchema, VectorStore
+from index.vectors import (
+    CHUNK_COLLECTION,
+    DENSE_VECTOR,
+    PAGE_COLLECTION,
+    PAGE_VECTOR,
+    SPARSE_VECTOR,
+)
 from ingestion.catalog import Catalog
-from ingestion.ingest import DENSE_VECTOR, SPARSE_VECTOR, Ingestor, IngestRequest
+from ingestion.ingest import Ingestor, IngestRequest
 from models.sparse import Bm25Encoder
 from models.text_embedder import SentenceTransformerEmbedder
 
-CHUNK_COLLECTION = "chunks"
+if TYPE_CHECKING:
+    from models.colqwen import ColQwen2Embedder
 
 
 def chunk_schema(embedder: SentenceTransformerEmbedder, sparse: Bm25Encoder) -> IndexSchema:
@@ -45,9 +54,39 @@ class LocalStack:
         self.store: VectorStore = open_store(
             settings, CHUNK_COLLECTION, chunk_schema(self.embedder, self.sparse)
         )
+        self.page_embedder: ColQwen2Embedder | None = None
+        self.page_store: VectorStore | None = None
+        if settings.visual.active:
+            from models.colqwen import ColQwen2Embedder
+
+            self.page_embedder = ColQwen2Embedder(settings.visual)
+            self.page_store = open_store(
+                settings,
+                PAGE_COLLECTION,
+                IndexSchema.for_pages(
+                    name=PAGE_VECTOR,
+                    dim=self.page_embedder.dim,
+                    model_id=self.page_embedder.model_id,
+                ),
+            )
         self.catalog = Catalog(settings.data_dir / "catalog.sqlite3")
-        self.ingestor = Ingestor(settings, self.store, self.catalog, self.embedder, self.sparse)
-        self.retriever = TextRetriever(self.store, self.embedder, self.sparse, settings.retrieval)
+        self.ingestor = Ingestor(
+            settings,
+            self.store,
+            self.catalog,
+            self.embedder,
+            self.sparse,
+            page_store=self.page_store,
+            page_embedder=self.page_embedder,
+        )
+        self.retriever = Retriever(
+            self.store,
+            self.embedder,
+            self.sparse,
+            settings.retrieval,
+            page_store=self.page_store,
+            page_embedder=self.page_embedder,
+        )
 
     def request(
         self,
@@ -69,6 +108,8 @@ class LocalStack:
 
     def close(self) -> None:
         self.store.close()
+        if self.page_store is not None:
+            self.page_store.close()
         self.catalog.close()
 
     def __enter__(self) -> LocalStack:

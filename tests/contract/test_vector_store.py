@@ -29,9 +29,11 @@ from index.base import (
     MultiVectorSpec,
     SparseVectorSpec,
     VectorStore,
+    pooled_vector_name,
 )
 from index.edge import EdgeVectorStore
 from index.qdrant_server import QdrantServerStore
+from models.pooling import pool_rows_cols
 
 DIM = 8
 MV_DIM = 4
@@ -40,6 +42,15 @@ SCHEMA = IndexSchema(
     sparse={"bm25": SparseVectorSpec(model_id="test-bm25")},
     multivector={"page": MultiVectorSpec(dim=MV_DIM, model_id="test-colqwen")},
 )
+#: A page collection: full page rows ("page") and their row/column mean-pooled first stage.
+PAGE_DIM = 16
+PAGE_GRID = (4, 5)
+PROMPT_ROWS = 2
+PAGE_SCHEMA = IndexSchema.for_pages(name="page", dim=PAGE_DIM, model_id="test-colqwen")
+PAGE_SCHEMA_INT8 = IndexSchema.for_pages(
+    name="page", dim=PAGE_DIM, model_id="test-colqwen", pooled_quantization="int8"
+)
+POOLED = pooled_vector_name("page")
 COLLECTION = "contract__00000000000000000001"
 #: small scroll pages, so a few dozen points already exercise paging
 SCROLL_PAGE = 7
@@ -77,6 +88,62 @@ def make_point(
             **payload,
         },
     )
+
+
+def page_rows(rng: np.random.Generator, rows: int = PAGE_GRID[0] * PAGE_GRID[1]) -> np.ndarray:
+    """A page's rows: ``PROMPT_ROWS`` prompt tokens, then ``rows`` image patches, unit length."""
+    matrix = rng.normal(size=(PROMPT_ROWS + rows, PAGE_DIM))
+    return matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+
+
+def make_page(
+    key: str, rows: np.ndarray, grid: tuple[int, int] = PAGE_GRID, **kw: Any
+) -> IndexPoint:
+    """A page point: its full rows plus their row/column mean-pooled first stage."""
+    mask = np.arange(len(rows)) >= PROMPT_ROWS
+    point = make_point(key, **kw)
+    return point.model_copy(
+        update={
+            "multivector": {
+                "page": rows.tolist(),
+                POOLED: pool_rows_cols(rows, mask, grid).tolist(),
+            }
+        }
+    )
+
+
+def planted_query(rng: np.random.Generator, page: np.ndarray, rows: int = 6) -> list[list[float]]:
+    """Query rows drawn from one page's image patches plus noise (cosine ~0.9 to them)."""
+    picked = page[PROMPT_ROWS + rng.choice(len(page) - PROMPT_ROWS, size=rows, replace=False)]
+    noisy = picked + 0.3 * rng.normal(size=picked.shape) / np.sqrt(PAGE_DIM)
+    return (noisy / np.linalg.norm(noisy, axis=1, keepdims=True)).tolist()
+
+
+def exact_maxsim(query: list[list[float]], pages: list[IndexPoint]) -> np.ndarray:
+    """Exact MaxSim of ``query`` against each page's full rows, as stored (float16)."""
+    q = np.asarray(query, dtype=np.float32)
+    return np.array(
+        [
+            float(
+                (q @ np.asarray(p.multivector["page"], np.float16).astype(np.float32).T)
+                .max(axis=1)
+                .sum()
+            )
+            for p in pages
+        ]
+    )
+
+
+def assert_exact_top_k(hits: list[Any], exact: np.ndarray, pages: list[IndexPoint], k: int) -> None:
+    """``hits`` are an exact MaxSim top-``k``: each score is its page's exact score, in order,
+    and they are the ``k`` best exact scores (compared by score, so float16 near-ties between
+    two pages may come in either order)."""
+    by_id = {p.id: float(score) for p, score in zip(pages, exact, strict=True)}
+    scores = [h.score for h in hits]
+    assert len(hits) == k
+    assert scores == sorted(scores, reverse=True)
+    assert scores == pytest.approx([by_id[h.id] for h in hits], abs=5e-3)
+    assert scores == pytest.approx(sorted(exact, reverse=True)[:k], abs=5e-3)
 
 
 def ids_of(hits: list[Any]) -> list[str]:
@@ -152,6 +219,126 @@ class VectorStoreContract:
         assert ids_of(hits) == [pages[i].id for i in np.argsort(maxsim)[::-1]]
         # float16 storage: scores agree to about three decimals
         assert hits[0].score == pytest.approx(max(maxsim), abs=5e-3)
+
+    # -- two-stage (pooled first stage, exact MaxSim rerank) --
+
+    @pytest.fixture()
+    def page_store(self, tmp_path: Path) -> Any:
+        store = self.create(tmp_path, PAGE_SCHEMA)
+        yield store
+        store.close()
+
+    def test_two_stage_equals_exact_maxsim_when_prefetch_covers_every_page(
+        self, page_store: VectorStore
+    ) -> None:
+        rng = np.random.default_rng(21)
+        pages = [make_page(f"p{i}", page_rows(rng)) for i in range(24)]
+        page_store.upsert(pages)
+        access = AccessFilter(tenant="acme")
+        queries = [planted_query(rng, np.asarray(pages[3].multivector["page"]))]
+        queries += [page_rows(rng, 4)[PROMPT_ROWS:].tolist() for _ in range(2)]
+        for query in queries:
+            exact = exact_maxsim(query, pages)
+            full_scan = page_store.query_multivector("page", query, access, 10)
+            assert_exact_top_k(full_scan, exact, pages, 10)
+            for prefetch in (24, 100):
+                hits = page_store.query_two_stage("page", POOLED, query, access, 10, prefetch)
+                assert_exact_top_k(hits, exact, pages, 10)
+                assert ids_of(hits) == ids_of(full_scan)
+        planted = page_store.query_two_stage("page", POOLED, queries[0], access, 1, prefetch=3)
+        assert ids_of(planted) == [pages[3].id]
+        assert planted[0].payload["chunk_id"] == "doc-1/v1/p3"
+
+    def test_two_stage_filters_inside_the_first_stage(self, page_store: VectorStore) -> None:
+        # The query is an exact copy of rows of the hidden pages and a noisy copy of those of
+        # the visible one: hidden pages win both stages if they are candidates at all. With a
+        # prefetch of 1, a filter applied only after the first stage would return nothing.
+        rng = np.random.default_rng(22)
+        content = page_rows(rng)
+        noisy = content + 0.3 * rng.normal(size=content.shape) / np.sqrt(PAGE_DIM)
+        noisy /= np.linalg.norm(noisy, axis=1, keepdims=True)
+        visible = make_page("visible", noisy, acl=["alice"])
+        hidden = [
+            make_page("other-tenant", content, tenant="globex"),
+            make_page("bob-only", content, acl=["bob"]),
+            make_page("expired", content, valid_until=time.time() - 3600),
+            make_page("other-doc", content, doc_id="doc-2"),
+        ]
+        others = [make_page(f"p{i}", page_rows(rng), acl=["alice"]) for i in range(10)]
+        page_store.upsert([visible, *hidden, *others])
+        query = content[PROMPT_ROWS : PROMPT_ROWS + 6].tolist()
+        alice = AccessFilter(tenant="acme", principals=["alice"], doc_ids=["doc-1"])
+        for prefetch in (1, 2, 15):
+            hits = page_store.query_two_stage("page", POOLED, query, alice, 1, prefetch)
+            assert ids_of(hits) == [visible.id]
+            every = page_store.query_two_stage("page", POOLED, query, alice, prefetch, prefetch)
+            assert not {h.id for h in every} & {p.id for p in hidden}
+            assert {h.payload["tenant"] for h in every} == {"acme"}
+        bob = AccessFilter(tenant="acme", principals=["bob"])
+        assert ids_of(page_store.query_two_stage("page", POOLED, query, bob, 1, 1)) == [
+            hidden[1].id
+        ]
+        nobody = AccessFilter(tenant="acme", doc_ids=[])
+        assert page_store.query_two_stage("page", POOLED, query, nobody, 1, 1) == []
+
+    def test_quantized_first_stage_keeps_the_planted_top1(self, tmp_path: Path) -> None:
+        rng = np.random.default_rng(23)
+        pages = [make_page(f"p{i}", page_rows(rng)) for i in range(24)]
+        store = self.create(tmp_path, PAGE_SCHEMA_INT8)
+        try:
+            store.upsert(pages)
+            store.optimize()
+            access = AccessFilter(tenant="acme")
+            for target in (0, 5, 11, 17, 23):
+                query = planted_query(rng, np.asarray(pages[target].multivector["page"]))
+                for quantized in (None, True, False):
+                    hits = store.query_two_stage(
+                        "page", POOLED, query, access, 1, prefetch=3, quantized=quantized
+                    )
+                    assert ids_of(hits) == [pages[target].id]
+                    assert hits[0].score == pytest.approx(
+                        float(exact_maxsim(query, [pages[target]])[0]), abs=5e-3
+                    )
+        finally:
+            store.close()
+
+    def test_two_stage_refuses_bad_requests(self, page_store: VectorStore) -> None:
+        rng = np.random.default_rng(24)
+        rows = page_rows(rng)
+        access = AccessFilter(tenant="acme")
+        query = rows[:3].tolist()
+        with pytest.raises(ValueError, match="prefetch"):
+            page_store.query_two_stage("page", POOLED, query, access, 10, prefetch=5)
+        with pytest.raises(PageSightError, match="no multivector vector 'nope'"):
+            page_store.query_two_stage("page", "nope", query, access, 1, 1)
+        with pytest.raises(PageSightError, match="not a first stage"):
+            page_store.query_two_stage(POOLED, "page", query, access, 1, 1)
+        with pytest.raises(PageSightError, match="no quantization"):
+            page_store.query_two_stage("page", POOLED, query, access, 1, 1, quantized=True)
+        with pytest.raises(PageSightError, match="expected one or more rows of 16"):
+            page_store.query_two_stage("page", POOLED, [[1.0, 0.0]], access, 1, 1)
+        full_only = make_point("full-only", multivector=rows.tolist())
+        with pytest.raises(PageSightError, match="written together"):
+            page_store.upsert([full_only])
+        pooled_only = make_point("pooled-only").model_copy(
+            update={"multivector": {POOLED: rows[:9].tolist()}}
+        )
+        with pytest.raises(PageSightError, match="written together"):
+            page_store.upsert([pooled_only])
+        assert page_store.count() == 0
+
+    def test_multivectors_reads_stored_rows_back(self, page_store: VectorStore) -> None:
+        rng = np.random.default_rng(25)
+        pages = [make_page(f"p{i}", page_rows(rng)) for i in range(3)]
+        page_store.upsert(pages)
+        missing = make_point("never-written").id
+        stored = page_store.multivectors([pages[1].id, missing], "page")
+        assert set(stored) == {pages[1].id}
+        expected = np.asarray(pages[1].multivector["page"])
+        assert np.allclose(np.asarray(stored[pages[1].id]), expected, atol=2e-3)  # float16
+        pooled = page_store.multivectors([pages[0].id], POOLED)[pages[0].id]
+        assert len(pooled) == PAGE_GRID[0] + PAGE_GRID[1]
+        assert page_store.multivectors([], "page") == {}
 
     # -- writes --
 
@@ -400,6 +587,54 @@ class TestEdgeVectorStore(VectorStoreContract):
         )
         assert "is open in another process" in out.stdout, out.stdout + out.stderr
 
+    def test_optimize_builds_the_quantized_first_stage(self, tmp_path: Path) -> None:
+        # The engine quantizes a segment once it holds ~20 MB of vectors (counted as float32):
+        # 180 pages of 240 x 128 rows. Below that the first stage scores the floats, so the
+        # small-data contract tests cannot tell whether the int8 codes are used at all.
+        dim, grid = 128, (12, 20)
+        schema = IndexSchema.for_pages(
+            name="page", dim=dim, model_id="test-colqwen", pooled_quantization="int8"
+        )
+        rng = np.random.default_rng(26)
+        mask = np.ones(grid[0] * grid[1], dtype=bool)
+        pages, full = [], []
+        for i in range(180):
+            rows = rng.normal(size=(grid[0] * grid[1], dim)).astype(np.float32)
+            rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+            full.append(rows)
+            point = make_point(f"p{i}").model_copy(
+                update={
+                    "multivector": {
+                        "page": rows.tolist(),
+                        POOLED: pool_rows_cols(rows, mask, grid).tolist(),
+                    }
+                }
+            )
+            pages.append(point)
+        store = EdgeVectorStore.create(tmp_path / "index", schema)
+        try:
+            store.upsert(pages)
+            store.optimize()
+            assert store.shard_info()["indexed_vectors"] > 0
+            access = AccessFilter(tenant="acme")
+            candidates_differ = False
+            for target in (0, 44, 99, 150, 179):
+                picked = full[target][rng.choice(len(full[target]), size=16, replace=False)]
+                query = picked + 0.3 * rng.normal(size=picked.shape) / np.sqrt(dim)
+                query /= np.linalg.norm(query, axis=1, keepdims=True)
+                top = store.query_two_stage("page", POOLED, query.tolist(), access, 1, 5, True)
+                assert ids_of(top) == [pages[target].id]
+                codes, floats = (
+                    store.query_two_stage("page", POOLED, query.tolist(), access, 10, 10, q)
+                    for q in (True, False)
+                )
+                candidates_differ |= set(ids_of(codes)) != set(ids_of(floats))
+            # int8 codes rank the (near-tied) non-target candidates a little differently: the
+            # quantized first stage is really in use.
+            assert candidates_differ
+        finally:
+            store.close()
+
     def test_create_refuses_an_existing_index(self, store: VectorStore) -> None:
         assert isinstance(store, EdgeVectorStore)
         with pytest.raises(PageSightError, match="not empty"):
@@ -485,3 +720,31 @@ def test_backends_agree_on_rankings(tmp_path: Path) -> None:
         for store in stores:
             store.close()
         client.close()
+
+
+def test_page_schema_ties_the_pooled_first_stage_to_its_full_vector() -> None:
+    spec = PAGE_SCHEMA.multivector[POOLED]
+    assert (spec.pooled_from, spec.pooling, spec.quantization) == ("page", "mean-rows-cols", "none")
+    assert PAGE_SCHEMA.pooled_of("page") == [POOLED]
+    assert PAGE_SCHEMA_INT8.multivector[POOLED].quantization == "int8"
+    # The pooling and the quantization are stamped: changing either asks for a re-index.
+    assert any("quantization" in d for d in PAGE_SCHEMA.differences(PAGE_SCHEMA_INT8))
+    full = MultiVectorSpec(dim=PAGE_DIM, model_id="m")
+    with pytest.raises(ValueError, match="not a full multi-vector"):
+        IndexSchema(
+            multivector={
+                "page": full,
+                POOLED: full.model_copy(update={"pooled_from": "nope", "pooling": "x"}),
+            }
+        )
+    with pytest.raises(ValueError, match="dim and distance"):
+        IndexSchema(
+            multivector={
+                "page": full,
+                POOLED: MultiVectorSpec(dim=8, model_id="m", pooled_from="page", pooling="x"),
+            }
+        )
+    with pytest.raises(ValueError, match="only a pooled"):
+        MultiVectorSpec(dim=PAGE_DIM, model_id="m", quantization="int8")
+    with pytest.raises(ValueError, match="both pooled_from and pooling"):
+        MultiVectorSpec(dim=PAGE_DIM, model_id="m", pooled_from="page")

@@ -6,7 +6,7 @@ import pytest
 
 from core.types import RouteName
 from gateway.fusion import weighted_rrf
-from gateway.retrieval import choose_text_route
+from gateway.retrieval import choose_route
 
 
 def test_rrf_rewards_agreement_between_routes() -> None:
@@ -37,7 +37,11 @@ def test_rrf_ties_are_deterministic() -> None:
         ("ERR_4U9525 code", RouteName.KEYWORD),
         ('"same-day delivery"', RouteName.KEYWORD),
         ("令和6年の景気動向", RouteName.TEXT),
+        ("What share of Germans see relations as good in the chart?", RouteName.HYBRID),
+        ("図3の売上高の推移", RouteName.HYBRID),
     ],
 )
-def test_auto_picks_keyword_for_codes_and_quotes(query: str, route: RouteName) -> None:
-    assert choose_text_route(query) == route
+def test_auto_route_by_query(query: str, route: RouteName) -> None:
+    assert choose_route(query, visual_available=True) == route
+    if route == RouteName.HYBRID:  # without a page model, auto never picks a visual route
+        assert choose_route(query, visual_available=False) == RouteName.TEXT
