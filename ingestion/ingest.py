@@ -232,9 +232,15 @@ class Ingestor:
             return self.catalog.fail(job, code, stage.value, f"{type(exc).__name__}: {exc}")
 
     def _already_indexed(self, job: IngestJob, version: str) -> bool:
-        indexed = self.store.document_versions(job.tenant).get(job.doc_id)
+        """This version is in the catalog and in every index (a page index added later counts:
+        enabling visual search re-ingests what it has not seen)."""
         doc = self.catalog.document(job.tenant, job.doc_id)
-        return indexed == version and doc is not None and doc.version == version
+        if doc is None or doc.version != version:
+            return False
+        return all(
+            store.document_versions(job.tenant).get(job.doc_id) == version
+            for store in self._stores()
+        )
 
     def _points(
         self, parsed: ParsedDocument, chunks: list[Chunk], acl: list[str]

@@ -298,3 +298,18 @@ def _checkpoint_key(name: str) -> str:
     ``model.`` before transformers 5; ColQwen2's loader maps it back)."""
     prefix = "language_model."
     return "model." + name.removeprefix(prefix) if name.startswith(prefix) else name
+
+
+def main() -> None:
+    """``python -m models.tiny_colqwen DIR``: write the tiny model, e.g. to try the visual route
+    end to end without real weights (``PAGESIGHT_VISUAL__MODEL=DIR``)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("target", type=Path)
+    args = parser.parse_args()
+    print(build_tiny_colqwen2(args.target))
+
+
+if __name__ == "__main__":
+    main()
