@@ -23,7 +23,7 @@ from index.vectors import (
     SPARSE_VECTOR,
 )
 from ingestion.catalog import Catalog
-from ingestion.ingest import Ingestor, IngestRequest
+from ingestion.ingest import FIRST_STAGE_POOLING, Ingestor, IngestRequest
 from models.sparse import Bm25Encoder
 from models.text_embedder import SentenceTransformerEmbedder
 
@@ -67,6 +67,7 @@ class LocalStack:
                     name=PAGE_VECTOR,
                     dim=self.page_embedder.dim,
                     model_id=self.page_embedder.model_id,
+                    pooling=FIRST_STAGE_POOLING,
                 ),
             )
         self.catalog = Catalog(settings.data_dir / "catalog.sqlite3")
