@@ -59,7 +59,11 @@ def test_visual_route_returns_pages_with_evidence_and_chunks(stack: LocalStack, 
     for hit in result.hits:
         assert "visual" in hit.route_scores
         assert hit.chunk_ids, "a visual page hit maps back to its chunks"
-        page = next(p for p in stack.catalog.pages("default", hit.doc_id) if p.page_number == hit.page_number)
+        page = next(
+            p
+            for p in stack.catalog.pages("default", hit.doc_id)
+            if p.page_number == hit.page_number
+        )
         assert 1 <= len(hit.bboxes) <= stack.settings.retrieval.evidence_boxes
         for box in hit.bboxes:
             assert 0 <= box.x0 < box.x1 <= page.width + 1e-6
@@ -68,7 +72,9 @@ def test_visual_route_returns_pages_with_evidence_and_chunks(stack: LocalStack, 
 
 def test_hybrid_fuses_text_and_visual(stack: LocalStack, docs: Path) -> None:
     stack.ingestor.ingest([stack.request(p) for p in sorted(docs.iterdir())])
-    result = stack.search("Northwind parcels 2024", AccessFilter(tenant="default"), RouteName.HYBRID, 3)
+    result = stack.search(
+        "Northwind parcels 2024", AccessFilter(tenant="default"), RouteName.HYBRID, 3
+    )
     assert {t.route for t in result.trace.routes} == {"keyword", "dense", "visual"}
     assert result.hits[0].source_uri and result.hits[0].source_uri.endswith("report.pdf")
     auto = stack.search("Which chart shows revenue?", AccessFilter(tenant="default"))
@@ -91,7 +97,9 @@ def test_replace_and_delete_clean_the_page_index(stack: LocalStack, docs: Path) 
     first = stack.ingestor.ingest([stack.request(path)])[0]
     path.write_bytes((docs / "table.pdf").read_bytes())
     second = stack.ingestor.ingest([stack.request(path)])[0]
-    versions = {p.payload["version"] for p in stack.page_store.points_of_document("default", first.doc_id)}
+    versions = {
+        p.payload["version"] for p in stack.page_store.points_of_document("default", first.doc_id)
+    }
     assert versions == {second.version}
     stack.ingestor.delete("default", first.doc_id)
     assert stack.page_store.points_of_document("default", first.doc_id) == []
