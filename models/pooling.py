@@ -13,7 +13,12 @@ which a single page mean loses, so a query token that matches one region of the 
 finds a pooled vector dominated by that region's patches.
 
 :func:`pool_blocks` is the 2-D variant (means over rectangular blocks of patches), for when the
-first stage must be smaller still; it trades some recall for speed (see bench/bench_maxsim.py).
+first stage must be smaller still: a 4 x 5 tiling gives 20 vectors, and the engine's first stage
+ran ~3x faster on them than on 55 rows + columns. On bench/bench_maxsim.py's synthetic pages
+(made of rectangular regions, which blocks fit well) it also recalled more, so ingestion uses
+20 blocks (``ingestion.ingest.first_stage_rows``). Whether that holds for real ColQwen2 pages,
+where text lines span the page width as row bands do, is not measured yet: re-check it on the
+golden set once real weights are available.
 
 Only image patches are pooled: prompt tokens (``<|im_start|>user ... Describe the image.``) carry
 no layout and are the same on every page, so they would only pull every pooled vector towards a
