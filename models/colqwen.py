@@ -46,10 +46,9 @@ index schema sees the change and re-indexes.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -61,6 +60,7 @@ import numpy.typing as npt
 from core.errors import ErrorCode, PageSightError, Stage
 from core.protocols import PageEmbedding
 from core.settings import VisualEmbedderOptions
+from models.hf import model_id_of_dir, quiet_transformers
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -209,7 +209,7 @@ class ColQwen2Embedder:
         if self.options.name:
             return self.options.name
         local = self._local_dir()
-        return _model_id_of_dir(local) if local is not None else self.options.model
+        return model_id_of_dir(local) if local is not None else self.options.model
 
     @property
     def dim(self) -> int:
@@ -350,7 +350,7 @@ class ColQwen2Embedder:
         if self.options.attn_implementation is not None:
             extra["attn_implementation"] = self.options.attn_implementation
         try:
-            with _quiet_transformers():
+            with quiet_transformers():
                 from colpali_engine.models import ColQwen2
 
                 processor = load_colqwen2_processor(source, local_files_only=local_files_only)
@@ -402,30 +402,3 @@ def _normalised(rows: npt.NDArray[np.float32], model_id: str) -> npt.NDArray[np.
         )
     normalised: npt.NDArray[np.float32] = rows / norms
     return normalised
-
-
-@contextlib.contextmanager
-def _quiet_transformers() -> Iterator[None]:
-    """Silence transformers' per-load weight report and progress bars while loading (the
-    report's content is checked through ``output_loading_info`` instead); errors still raise."""
-    from transformers.utils import logging as hf_logging
-
-    verbosity = hf_logging.get_verbosity()
-    progress_bar = hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(verbosity)
-        if progress_bar:
-            hf_logging.enable_progress_bar()
-
-
-def _model_id_of_dir(path: Path) -> str:
-    """``org/name`` for a hub-cache snapshot (``models--org--name/snapshots/<sha>``), else the
-    directory's name."""
-    resolved = path.resolve()
-    if resolved.parent.name == "snapshots" and resolved.parent.parent.name.startswith("models--"):
-        return resolved.parent.parent.name.removeprefix("models--").replace("--", "/")
-    return resolved.name

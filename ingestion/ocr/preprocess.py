@@ -11,7 +11,7 @@ import cv2
 import numpy as np
 from PIL import Image
 
-from ingestion.ocr.base import PixelBox
+from ingestion.ocr.base import OcrLine, OcrWord, PixelBox, clip_box
 
 #: Rotations we can detect and undo, clockwise degrees.
 RIGHT_ANGLES = (0, 90, 180, 270)
@@ -120,3 +120,24 @@ def box_to_original_frame(
     if rotation_cw == 270:  # upright (u, v) came from original (W - v, u)
         return (width - v1, u0, width - v0, u1)
     raise ValueError(f"rotation must be one of {RIGHT_ANGLES}, got {rotation_cw}")
+
+
+def line_to_original_frame(
+    line: OcrLine, rotation_cw: int, original_size: tuple[int, int]
+) -> OcrLine:
+    """A line read on the upright image, with its and its words' boxes in the original frame
+    (clipped to it), which is the frame every engine reports in."""
+    width, height = original_size
+
+    def to_original(box: PixelBox) -> PixelBox:
+        return clip_box(box_to_original_frame(box, rotation_cw, original_size), width, height)
+
+    return OcrLine(
+        text=line.text,
+        bbox_px=to_original(line.bbox_px),
+        confidence=line.confidence,
+        words=[
+            OcrWord(text=w.text, bbox_px=to_original(w.bbox_px), confidence=w.confidence)
+            for w in line.words
+        ],
+    )

@@ -41,7 +41,7 @@ from ingestion.ocr.base import (
     sort_lines_in_reading_order,
     union_box,
 )
-from ingestion.ocr.preprocess import box_to_original_frame, rotate_clockwise
+from ingestion.ocr.preprocess import line_to_original_frame, rotate_clockwise
 from ingestion.ocr.tesseract import detect_orientation, tesseract_languages, upright_rotation
 
 logger = logging.getLogger(__name__)
@@ -152,7 +152,7 @@ class RapidOcrEngine:
         lines = _lines_from_output(output, upright.size, self.options.min_confidence)
         lines = sort_lines_in_reading_order(lines)
         return OcrResult(
-            lines=[_map_line(line, rotation, original_size) for line in lines],
+            lines=[line_to_original_frame(line, rotation, original_size) for line in lines],
             rotation_applied=rotation,
             image_size=original_size,
             language=RAPIDOCR_LANGUAGE,
@@ -261,21 +261,3 @@ def _quad_to_box(quad: Quad) -> PixelBox:
 
 def _unit(score: Any) -> float:
     return min(max(float(score), 0.0), 1.0)
-
-
-def _map_line(line: OcrLine, rotation_cw: int, original_size: tuple[int, int]) -> OcrLine:
-    if rotation_cw == 0:
-        return line
-
-    def to_original(box: PixelBox) -> PixelBox:
-        return box_to_original_frame(box, rotation_cw, original_size)
-
-    return OcrLine(
-        text=line.text,
-        bbox_px=to_original(line.bbox_px),
-        confidence=line.confidence,
-        words=[
-            OcrWord(text=w.text, bbox_px=to_original(w.bbox_px), confidence=w.confidence)
-            for w in line.words
-        ],
-    )

@@ -27,16 +27,14 @@ from ingestion.ocr.base import (
     OcrLine,
     OcrResult,
     OcrWord,
-    PixelBox,
-    clip_box,
     remove_spaces_between_cjk,
     union_box,
 )
 from ingestion.ocr.preprocess import (
     RIGHT_ANGLES,
     binarise_for_ocr,
-    box_to_original_frame,
     downscale_to_max_side,
+    line_to_original_frame,
     rotate_clockwise,
 )
 
@@ -191,7 +189,9 @@ class TesseractEngine:
         languages = self.languages_for(guess)
 
         data = self._image_to_data(upright, languages)
-        lines = [_map_line(line, rotation, original_size) for line in _lines_from_tsv(data)]
+        lines = [
+            line_to_original_frame(line, rotation, original_size) for line in _lines_from_tsv(data)
+        ]
         return OcrResult(
             lines=lines,
             rotation_applied=rotation,
@@ -253,20 +253,3 @@ def _lines_from_tsv(data: dict[str, list[Any]]) -> list[OcrLine]:
             )
         )
     return lines
-
-
-def _map_line(line: OcrLine, rotation_cw: int, original_size: tuple[int, int]) -> OcrLine:
-    width, height = original_size
-
-    def to_original(box: PixelBox) -> PixelBox:
-        return clip_box(box_to_original_frame(box, rotation_cw, original_size), width, height)
-
-    return OcrLine(
-        text=line.text,
-        bbox_px=to_original(line.bbox_px),
-        confidence=line.confidence,
-        words=[
-            OcrWord(text=w.text, bbox_px=to_original(w.bbox_px), confidence=w.confidence)
-            for w in line.words
-        ],
-    )
