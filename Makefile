@@ -8,7 +8,8 @@ PYTEST_ARGS ?=
 export OMP_NUM_THREADS ?= 1
 export OMP_THREAD_LIMIT ?= 1
 
-.PHONY: setup system-deps demo test test-fast lint typecheck format bench bench-ocr bench-parse lock clean
+.PHONY: setup system-deps demo test test-fast lint typecheck format bench bench-ocr bench-parse \
+	bench-maxsim bench-embed eval-smoke eval-ja eval-full lock clean
 
 setup: system-deps $(STAMP)
 
@@ -57,6 +58,25 @@ bench-ocr: setup
 
 bench-parse: setup
 	$(BIN)/python bench/bench_parse.py --out var/bench/parse.json
+
+bench-maxsim: setup
+	$(BIN)/python bench/bench_maxsim.py --out var/bench/maxsim.json
+
+bench-embed: setup
+	$(BIN)/python -m bench.bench_embed --device cpu --out var/bench/embed_cpu.json
+
+EVAL := ../shared/eval
+eval-smoke: setup
+	$(BIN)/python bench/eval_retrieval.py --pdfs $(EVAL)/pdfs --questions $(EVAL)/questions.jsonl \
+		--subset smoke --route text --data-dir var/eval/smoke --out var/bench/eval_smoke_text.json
+
+eval-ja: setup
+	$(BIN)/python bench/eval_retrieval.py --pdfs $(EVAL)/ja/pdfs --questions $(EVAL)/ja/questions.jsonl \
+		--route text --data-dir var/eval/ja --out var/bench/eval_ja_text.json
+
+eval-full: setup
+	$(BIN)/python bench/eval_retrieval.py --pdfs $(EVAL)/pdfs --questions $(EVAL)/questions.jsonl \
+		--route text --data-dir var/eval/full --out var/bench/eval_full_text.json
 
 # Re-pin every installed package after changing dependencies in pyproject.toml.
 lock:
