@@ -33,16 +33,6 @@ def stack(data_dir: Path) -> Iterator[LocalStack]:
         yield opened
 
 
-@pytest.fixture()
-def docs(tmp_path: Path) -> Path:
-    folder = tmp_path / "docs"
-    folder.mkdir()
-    samples.text_pdf(folder / "report.pdf")
-    samples.table_pdf(folder / "table.pdf")
-    samples.chart_pdf(folder / "chart.pdf")
-    return folder
-
-
 def _points(stack: LocalStack, tenant: str, doc_id: str) -> list[dict[str, object]]:
     return [p.payload for p in stack.store.points_of_document(tenant, doc_id)]
 

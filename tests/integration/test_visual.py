@@ -15,7 +15,6 @@ import pytest
 
 from core.settings import Settings, VisualEmbedderOptions
 from core.types import AccessFilter, RouteName
-from ingestion import samples
 from models.tiny_colqwen import build_tiny_colqwen2
 from services.stack import LocalStack
 
@@ -36,16 +35,6 @@ def stack(tmp_path: Path, tiny_model: Path) -> Iterator[LocalStack]:
     )
     with LocalStack(settings) as opened:
         yield opened
-
-
-@pytest.fixture()
-def docs(tmp_path: Path) -> Path:
-    folder = tmp_path / "docs"
-    folder.mkdir()
-    samples.text_pdf(folder / "report.pdf")
-    samples.table_pdf(folder / "table.pdf")
-    samples.chart_pdf(folder / "chart.pdf")
-    return folder
 
 
 def test_visual_route_returns_pages_with_evidence_and_chunks(stack: LocalStack, docs: Path) -> None:
