@@ -48,6 +48,16 @@ def version_collection(name: str, version_id: str) -> str:
     return f"{name}{VERSION_SEPARATOR}{version_id}"
 
 
+def version_of(name: str, collection: str) -> str | None:
+    """The version id if ``collection`` is a version of index ``name`` (the inverse of
+    :func:`version_collection`), else None."""
+    prefix = f"{name}{VERSION_SEPARATOR}"
+    version_id = collection[len(prefix) :]
+    if collection.startswith(prefix) and _VERSION_ID.match(version_id):
+        return version_id
+    return None
+
+
 def new_version_id(existing: Iterable[str], now: datetime | None = None) -> str:
     """A UTC timestamp id, strictly after every existing one (ids sort chronologically)."""
     moment = (now or datetime.now(UTC)).astimezone(UTC).replace(tzinfo=None)
@@ -211,16 +221,10 @@ class EdgeCollectionManager(CollectionManager):
     def versions(self, name: str) -> list[str]:
         if not self.root.is_dir():
             return []
-        prefix = f"{name}{VERSION_SEPARATOR}"
         found = []
         for entry in self.root.iterdir():
-            version_id = entry.name[len(prefix) :]
-            if (
-                entry.name.startswith(prefix)
-                and _VERSION_ID.match(version_id)
-                and entry.is_dir()
-                and not entry.is_symlink()
-            ):
+            version_id = version_of(name, entry.name)
+            if version_id is not None and entry.is_dir() and not entry.is_symlink():
                 found.append(version_id)
         return sorted(found)
 
@@ -235,9 +239,8 @@ class EdgeCollectionManager(CollectionManager):
                 )
             return None
         target = Path(os.readlink(alias)).name
-        prefix = f"{name}{VERSION_SEPARATOR}"
-        version_id = target[len(prefix) :]
-        if not target.startswith(prefix) or not _VERSION_ID.match(version_id):
+        version_id = version_of(name, target)
+        if version_id is None:
             raise PageSightError(
                 ErrorCode.INDEX_FAILED, Stage.INDEX, f"{alias} points at {target}: not a version"
             )
@@ -303,13 +306,8 @@ class QdrantCollectionManager(CollectionManager):
         self._owns_client = owns_client
 
     def versions(self, name: str) -> list[str]:
-        prefix = f"{name}{VERSION_SEPARATOR}"
-        found = []
-        for collection in self.client.get_collections().collections:
-            version_id = collection.name[len(prefix) :]
-            if collection.name.startswith(prefix) and _VERSION_ID.match(version_id):
-                found.append(version_id)
-        return sorted(found)
+        found = (version_of(name, c.name) for c in self.client.get_collections().collections)
+        return sorted(v for v in found if v is not None)
 
     def live_version(self, name: str) -> str | None:
         target = resolve_alias(self.client, name)
@@ -321,9 +319,8 @@ class QdrantCollectionManager(CollectionManager):
                     f"{name!r} is a collection, not a version alias; rename it away",
                 )
             return None
-        prefix = f"{name}{VERSION_SEPARATOR}"
-        version_id = target[len(prefix) :]
-        if not target.startswith(prefix) or not _VERSION_ID.match(version_id):
+        version_id = version_of(name, target)
+        if version_id is None:
             raise PageSightError(
                 ErrorCode.INDEX_FAILED, Stage.INDEX, f"alias {name!r} names {target!r}"
             )
