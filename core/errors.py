@@ -21,6 +21,8 @@ class Stage(StrEnum):
     EMBED = "embed"
     INDEX = "index"
     QUERY = "query"
+    AUTH = "auth"
+    GATEWAY = "gateway"
 
 
 class ErrorCode(StrEnum):
@@ -37,6 +39,12 @@ class ErrorCode(StrEnum):
     EMBED_FAILED = "EMBED_FAILED"
     INDEX_FAILED = "INDEX_FAILED"
     INTERNAL = "INTERNAL"
+    # gateway
+    UNAUTHORIZED = "UNAUTHORIZED"
+    INVALID_REQUEST = "INVALID_REQUEST"
+    RATE_LIMITED = "RATE_LIMITED"
+    SOURCE_NOT_ALLOWED = "SOURCE_NOT_ALLOWED"
+    UNAVAILABLE = "UNAVAILABLE"
 
 
 class PageSightError(Exception):

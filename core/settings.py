@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -206,6 +206,62 @@ class LimitsOptions(BaseModel):
     parse_memory_mb: int = Field(default=6144, ge=256, description="address-space cap per file")
 
 
+class ApiKeyRecord(BaseModel):
+    """One API key as the gateway stores it: never the key, only its sha256 (keys are random
+    32-byte tokens, so a plain digest cannot be reversed by guessing)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key_id: str = Field(min_length=1, description="shown in logs and metrics instead of the key")
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    tenant: str = Field(min_length=1)
+    principals: list[str] = Field(default_factory=list, description="ACL principals of the key")
+    max_concurrency: int | None = Field(
+        default=None, ge=1, description="requests in flight; unset = the gateway default"
+    )
+
+
+class GatewayOptions(BaseModel):
+    """The HTTP gateway: auth, limits and what it may fetch."""
+
+    api_keys_file: Path | None = Field(
+        default=None, description="JSON list of ApiKeyRecord (e.g. a mounted Kubernetes secret)"
+    )
+    api_keys: list[ApiKeyRecord] = Field(
+        default_factory=list, description="more keys, e.g. PAGESIGHT_GATEWAY__API_KEYS='[...]'"
+    )
+    max_upload_bytes: int = Field(default=100 * 1024 * 1024, ge=1, description="else 413")
+    max_concurrency_per_key: int = Field(default=8, ge=1, description="else 429")
+    retry_after_s: int = Field(default=1, ge=1, description="Retry-After of a 429")
+    request_timeout_s: float = Field(default=30.0, gt=0, description="else 504")
+    max_top_k: int = Field(default=100, ge=1)
+    max_query_chars: int = Field(default=2000, ge=1)
+    uri_allowlist: list[str] = Field(
+        default_factory=list,
+        description=(
+            "scheme://host[/path-prefix] a document may be fetched from, e.g. "
+            "'https://docs.example.com/reports/' or 'file:///mnt/inbox/'; empty = uploads only"
+        ),
+    )
+    allow_private_addresses: bool = Field(
+        default=False,
+        description="let allowlisted http(s) hosts resolve to private/loopback addresses",
+    )
+    max_redirects: int = Field(default=3, ge=0)
+    trace_retention_days: int = Field(default=30, ge=1)
+
+
+class ServeOptions(BaseModel):
+    """How ``pagesight serve`` runs the Ray Serve application on this machine."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    num_cpus: int | None = Field(default=None, ge=1, description="Ray's CPUs; unset = all")
+    object_store_mb: int = Field(default=256, ge=75)
+    start_timeout_s: float = Field(default=180.0, gt=0)
+    gateway_replicas: int = Field(default=1, ge=1)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="PAGESIGHT_", env_nested_delimiter="__", extra="ignore"
@@ -223,6 +279,8 @@ class Settings(BaseSettings):
     embedder: EmbedderOptions = Field(default_factory=EmbedderOptions)
     visual: VisualEmbedderOptions = Field(default_factory=VisualEmbedderOptions)
     sparse: SparseOptions = Field(default_factory=SparseOptions)
+    gateway: GatewayOptions = Field(default_factory=GatewayOptions)
+    serve: ServeOptions = Field(default_factory=ServeOptions)
 
     @property
     def page_image_dir(self) -> Path:

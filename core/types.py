@@ -298,6 +298,13 @@ class RetrievalTrace(BaseModel):
     fused: list[tuple[str, float]] = Field(default_factory=list)
     index_version: str | None = None
     elapsed_ms: float = 0.0
+    stages_ms: dict[str, float] = Field(
+        default_factory=dict, description="time per stage: keyword, dense, visual, fuse, ..."
+    )
+    doc_ids: list[str] = Field(
+        default_factory=list,
+        description="every document a candidate came from (deleting one purges the trace)",
+    )
 
 
 class SearchResult(BaseModel):

@@ -94,8 +94,12 @@ class Retriever:
         access: AccessFilter,
         route: RouteName = RouteName.AUTO,
         top_k: int = 10,
+        trace_id: str | None = None,
     ) -> SearchResult:
+        """The best ``top_k`` pages for ``query`` that ``access`` may see, and the trace
+        (under ``trace_id`` when the caller has one, e.g. the HTTP request's)."""
         started = time.perf_counter()
+        stages_ms: dict[str, float] = {}
         chosen = choose_route(query, self.visual_available) if route == RouteName.AUTO else route
         if chosen in (RouteName.VISUAL, RouteName.HYBRID) and not self.visual_available:
             raise PageSightError(
@@ -112,7 +116,8 @@ class Retriever:
         query_rows: np.ndarray | None = None
         limit = self.options.candidates
 
-        def record(name: str, model_id: str, hits: list[ScoredPoint]) -> None:
+        def record(name: str, model_id: str, hits: list[ScoredPoint], since: float) -> None:
+            stages_ms[name] = round((time.perf_counter() - since) * 1000, 2)
             weights[name] = self.options.model_weights.get(
                 model_id, self.options.weights.get(name, 1.0)
             )
@@ -123,9 +128,10 @@ class Retriever:
             )
 
         if chosen in (RouteName.KEYWORD, RouteName.TEXT, RouteName.HYBRID):
+            since = time.perf_counter()
             sparse_query = self.sparse.encode_query(query)
             hits = self.chunk_store.query_sparse(SPARSE_VECTOR, sparse_query, access, limit)
-            record("keyword", self.sparse.model_id, hits)
+            record("keyword", self.sparse.model_id, hits, since)
             ranks["keyword"] = {h.id: rank for rank, h in enumerate(hits, start=1)}
             chunks.update((h.id, h.payload) for h in hits)
         if chosen in (RouteName.TEXT, RouteName.HYBRID):
@@ -133,13 +139,15 @@ class Retriever:
             if skip:
                 traces.append(RouteTrace(route="dense", weight=0.0, skipped=skip))
             else:
+                since = time.perf_counter()
                 vector = self.embedder.embed_query(query).tolist()
                 hits = self.chunk_store.query_dense(DENSE_VECTOR, vector, access, limit)
-                record("dense", self.embedder.model_id, hits)
+                record("dense", self.embedder.model_id, hits, since)
                 ranks["dense"] = {h.id: rank for rank, h in enumerate(hits, start=1)}
                 chunks.update((h.id, h.payload) for h in hits)
         if chosen in (RouteName.VISUAL, RouteName.HYBRID):
             assert self.page_store is not None and self.page_embedder is not None
+            since = time.perf_counter()
             query_rows = self.page_embedder.embed_queries([query])[0]
             hits = self.page_store.query_two_stage(
                 PAGE_VECTOR,
@@ -149,18 +157,22 @@ class Retriever:
                 limit,
                 prefetch=self.options.visual_prefetch,
             )
-            record("visual", self.page_embedder.model_id, hits)
+            record("visual", self.page_embedder.model_id, hits, since)
             ranks["visual"] = self._visual_ranks(hits, chunks, visual_pages)
 
+        since = time.perf_counter()
         fused = weighted_rrf_ranks(ranks, weights, self.options.rrf_k)
         hits_out = self._pages(fused, chunks, visual_pages, ranks, traces, access, top_k)
+        stages_ms["fuse"] = round((time.perf_counter() - since) * 1000, 2)
         if query_rows is not None:
+            since = time.perf_counter()
             for hit in hits_out:
                 point = visual_pages.get((hit.doc_id, hit.page_number))
                 if point is not None:
                     hit.bboxes = self._evidence(point, query_rows)
+            stages_ms["evidence"] = round((time.perf_counter() - since) * 1000, 2)
         trace = RetrievalTrace(
-            trace_id=uuid.uuid4().hex,
+            trace_id=trace_id or uuid.uuid4().hex,
             query=query,
             requested_route=route,
             route=chosen,
@@ -168,6 +180,11 @@ class Retriever:
             fused=fused[: max(top_k * 5, 50)],
             index_version=self.chunk_store.collection,
             elapsed_ms=(time.perf_counter() - started) * 1000,
+            stages_ms=stages_ms,
+            doc_ids=sorted(
+                {str(p["doc_id"]) for p in chunks.values() if "doc_id" in p}
+                | {doc_id for doc_id, _ in visual_pages}
+            ),
         )
         return SearchResult(hits=hits_out, trace=trace)
 

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
 from core.errors import ErrorCode
+from core.sqlite import SqliteDb
 from core.types import Document, IngestJob, JobState, Page
 
 _SCHEMA = """
@@ -53,28 +52,20 @@ def _now() -> datetime:
 
 
 class Catalog:
-    """Jobs, documents and pages; every method is one short transaction."""
+    """Jobs, documents and pages; every method is one short transaction.
+
+    Safe to share between threads (the server's ingest worker writes while request threads
+    read): one connection, every statement under one lock.
+    """
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._db = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
+        self._sql = SqliteDb(path, _SCHEMA)
+        self._tx = self._sql.tx
+        self._rows = self._sql.rows
 
     def close(self) -> None:
-        self._db.close()
-
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+        self._sql.close()
 
     # -- jobs -------------------------------------------------------------------------------
 
@@ -131,8 +122,8 @@ class Catalog:
         )
 
     def job(self, job_id: str) -> IngestJob | None:
-        row = self._db.execute("SELECT body FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
-        return IngestJob.model_validate_json(row[0]) if row else None
+        rows = self._rows("SELECT body FROM jobs WHERE job_id = ?", (job_id,))
+        return IngestJob.model_validate_json(rows[0][0]) if rows else None
 
     def jobs(
         self, tenant: str | None = None, states: list[JobState] | None = None, limit: int = 1000
@@ -147,7 +138,18 @@ class Catalog:
             args.extend(s.value for s in states)
         sql += " ORDER BY created_at DESC LIMIT ?"
         args.append(limit)
-        return [IngestJob.model_validate_json(r[0]) for r in self._db.execute(sql, args)]
+        return [IngestJob.model_validate_json(r[0]) for r in self._rows(sql, args)]
+
+    def delete_jobs(self, tenant: str, doc_id: str) -> int:
+        """Forget a document's finished jobs (they name its source); return how many."""
+        terminal = [s.value for s in JobState if s.terminal]
+        with self._tx() as db:
+            cursor = db.execute(
+                f"DELETE FROM jobs WHERE tenant = ? AND doc_id = ? AND state IN "
+                f"({','.join('?' * len(terminal))})",
+                (tenant, doc_id, *terminal),
+            )
+            return cursor.rowcount
 
     def unfinished_jobs(self) -> list[IngestJob]:
         """Jobs a killed process left behind, oldest first (the order they were queued)."""
@@ -191,19 +193,17 @@ class Catalog:
         return orphans if found else None
 
     def document(self, tenant: str, doc_id: str) -> Document | None:
-        row = self._db.execute(
+        rows = self._rows(
             "SELECT body FROM documents WHERE tenant = ? AND doc_id = ?", (tenant, doc_id)
-        ).fetchone()
-        return Document.model_validate_json(row[0]) if row else None
+        )
+        return Document.model_validate_json(rows[0][0]) if rows else None
 
     def documents(self, tenant: str) -> list[Document]:
-        rows = self._db.execute(
-            "SELECT body FROM documents WHERE tenant = ? ORDER BY doc_id", (tenant,)
-        )
+        rows = self._rows("SELECT body FROM documents WHERE tenant = ? ORDER BY doc_id", (tenant,))
         return [Document.model_validate_json(r[0]) for r in rows]
 
     def pages(self, tenant: str, doc_id: str) -> list[Page]:
-        rows = self._db.execute(
+        rows = self._rows(
             "SELECT body FROM pages WHERE tenant = ? AND doc_id = ? ORDER BY page_number",
             (tenant, doc_id),
         )

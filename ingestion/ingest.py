@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -41,6 +41,19 @@ _PAGE_EMBED_BATCH = 16  # pages decoded and embedded at a time: bounds image mem
 
 #: Called as (job, pages done, pages total) while a file is parsed.
 IngestProgress = Callable[[IngestJob, int, int], None]
+
+
+class DocumentParseFn(Protocol):
+    """Parses one file into a document (the default runs it in a child process with limits;
+    the Ray application sends it to the parser deployment)."""
+
+    def __call__(
+        self,
+        path: Path,
+        settings: Settings,
+        source: SourceInfo | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> ParsedDocument: ...
 
 
 def chunk_index_text(chunk: Chunk, title: str | None) -> str:
@@ -125,8 +138,10 @@ class Ingestor:
         embed_batch: int = 64,
         page_store: VectorStore | None = None,
         page_embedder: PageEmbedder | None = None,
+        parse: DocumentParseFn = parse_isolated,
     ) -> None:
         self.settings = settings
+        self.parse = parse
         self.store = store
         self.catalog = catalog
         self.embedder = embedder
@@ -143,12 +158,12 @@ class Ingestor:
         self, requests: Sequence[IngestRequest], progress: IngestProgress | None = None
     ) -> list[IngestJob]:
         """Queue every file first (so a kill leaves a resumable list), then run them in order."""
-        queued = [(self._queue(req), req) for req in requests]
-        return [self._run(job, req.password, progress) for job, req in queued]
+        queued = [(self.queue(req), req) for req in requests]
+        return [self.run(job, req.password, progress) for job, req in queued]
 
     def resume(self, progress: IngestProgress | None = None) -> list[IngestJob]:
         """Finish the jobs a killed process left unfinished (passwords are never stored)."""
-        return [self._run(job, None, progress) for job in self.catalog.unfinished_jobs()]
+        return [self.run(job, None, progress) for job in self.catalog.unfinished_jobs()]
 
     def sync(
         self,
@@ -186,7 +201,8 @@ class Ingestor:
 
     # -- one job ----------------------------------------------------------------------------
 
-    def _queue(self, req: IngestRequest) -> IngestJob:
+    def queue(self, req: IngestRequest) -> IngestJob:
+        """Record a PENDING job for ``req`` (the catalog is the queue: a restart resumes it)."""
         uri = req.source_uri or req.path.resolve().as_uri()
         return self.catalog.new_job(
             tenant=req.tenant,
@@ -197,9 +213,10 @@ class Ingestor:
             valid_until=req.valid_until,
         )
 
-    def _run(
-        self, job: IngestJob, password: str | None, progress: IngestProgress | None
+    def run(
+        self, job: IngestJob, password: str | None = None, progress: IngestProgress | None = None
     ) -> IngestJob:
+        """Take ``job`` to READY or FAILED (never raises for a bad file: the job says why)."""
         stage = Stage.INPUT
         try:
             job = self.catalog.advance(job, JobState.RENDERING, attempts=job.attempts + 1)
@@ -211,7 +228,7 @@ class Ingestor:
                 return self.catalog.advance(job, JobState.READY, version=version, unchanged=True)
             job = self.catalog.advance(job, JobState.PARSING, version=version)
             stage = Stage.PARSE
-            parsed = parse_isolated(
+            parsed = self.parse(
                 path,
                 self.settings,
                 SourceInfo(

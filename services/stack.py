@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
 
 from core.ids import make_doc_id
+from core.protocols import PageEmbedder, TextEmbedder
 from core.settings import Settings
 from core.types import AccessFilter, RouteName, SearchResult
 from gateway.retrieval import Retriever
@@ -23,12 +23,10 @@ from index.vectors import (
     SPARSE_VECTOR,
 )
 from ingestion.catalog import Catalog
-from ingestion.ingest import FIRST_STAGE_POOLING, Ingestor, IngestRequest
+from ingestion.ingest import FIRST_STAGE_POOLING, DocumentParseFn, Ingestor, IngestRequest
+from ingestion.isolation import parse_isolated
 from models.sparse import Bm25Encoder
 from models.text_embedder import SentenceTransformerEmbedder
-
-if TYPE_CHECKING:
-    from models.colqwen import ColQwen2Embedder
 
 
 def chunk_schema(embedder: SentenceTransformerEmbedder, sparse: Bm25Encoder) -> IndexSchema:
@@ -43,9 +41,21 @@ def chunk_schema(embedder: SentenceTransformerEmbedder, sparse: Bm25Encoder) -> 
 
 
 class LocalStack:
-    """Opens the index and catalog under ``settings.data_dir``; close it (or use ``with``)."""
+    """Opens the index and catalog under ``settings.data_dir``; close it (or use ``with``).
 
-    def __init__(self, settings: Settings) -> None:
+    Engines may be injected: the Ray application passes adapters that call its parser, text
+    and page embedder deployments, so only the index work runs here. ``embedder`` (queries)
+    always runs in-process: embedding one query locally is cheaper than a hop to a replica.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        parse: DocumentParseFn | None = None,
+        ingest_embedder: TextEmbedder | None = None,
+        page_embedder: PageEmbedder | None = None,
+    ) -> None:
         from index.factory import open_store
 
         self.settings = settings
@@ -54,12 +64,18 @@ class LocalStack:
         self.store: VectorStore = open_store(
             settings, CHUNK_COLLECTION, chunk_schema(self.embedder, self.sparse)
         )
-        self.page_embedder: ColQwen2Embedder | None = None
+        if ingest_embedder is not None and ingest_embedder.model_id != self.embedder.model_id:
+            raise ValueError(
+                f"the ingest embedder serves {ingest_embedder.model_id!r} but queries use "
+                f"{self.embedder.model_id!r}: both must be the same model"
+            )
+        self.page_embedder: PageEmbedder | None = page_embedder
         self.page_store: VectorStore | None = None
         if settings.visual.active:
-            from models.colqwen import ColQwen2Embedder
+            if self.page_embedder is None:
+                from models.colqwen import ColQwen2Embedder
 
-            self.page_embedder = ColQwen2Embedder(settings.visual)
+                self.page_embedder = ColQwen2Embedder(settings.visual)
             self.page_store = open_store(
                 settings,
                 PAGE_COLLECTION,
@@ -75,10 +91,11 @@ class LocalStack:
             settings,
             self.store,
             self.catalog,
-            self.embedder,
+            ingest_embedder or self.embedder,
             self.sparse,
             page_store=self.page_store,
             page_embedder=self.page_embedder,
+            parse=parse or parse_isolated,
         )
         self.retriever = Retriever(
             self.store,
@@ -103,9 +120,14 @@ class LocalStack:
         return make_doc_id(tenant, path.resolve().as_uri())
 
     def search(
-        self, query: str, access: AccessFilter, route: RouteName = RouteName.AUTO, top_k: int = 10
+        self,
+        query: str,
+        access: AccessFilter,
+        route: RouteName = RouteName.AUTO,
+        top_k: int = 10,
+        trace_id: str | None = None,
     ) -> SearchResult:
-        return self.retriever.search(query, access, route, top_k)
+        return self.retriever.search(query, access, route, top_k, trace_id)
 
     def close(self) -> None:
         self.store.close()

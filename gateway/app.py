@@ -1,0 +1,429 @@
+"""The HTTP gateway (FastAPI): thin routers over :class:`gateway.backend.ServiceClient`.
+
+Routers only translate HTTP to calls and back; the work is in the index service. What lives
+here is what is HTTP's own: API-key auth (``Authorization: Bearer`` or ``X-API-Key``),
+per-key concurrency (429 + Retry-After), upload size (413), request timeouts (504), the trace
+id of each request (``traceparent`` / ``X-Request-ID`` in, ``X-Trace-Id`` out), error bodies
+with a stage error code (never a bare 500), and metrics. OpenAPI is at ``/docs``.
+
+A document of another tenant answers exactly like a missing one (404, same body), so an API
+key cannot probe which ids exist elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Annotated, Any, TypeVar
+
+from fastapi import Depends, FastAPI, Path, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+from starlette.datastructures import UploadFile
+
+from core.errors import ErrorCode, PageSightError, Stage
+from core.settings import GatewayOptions
+from core.types import Document, IngestJob
+from gateway.auth import Caller, KeyRing
+from gateway.backend import ServiceClient
+from gateway.limits import ConcurrencyLimiter, RateLimited
+from gateway.metrics import CONTENT_TYPE, GatewayMetrics
+from gateway.protocol import (
+    API_PREFIX,
+    Deleted,
+    DocumentDetail,
+    DocumentList,
+    ErrorBody,
+    ErrorResponse,
+    JobAccepted,
+    JobList,
+    Readiness,
+    SearchRequest,
+    SearchResponse,
+    TraceResponse,
+    UriIngest,
+)
+from gateway.tracing import current_trace_id, trace_id_from_headers
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+STATUS = {
+    ErrorCode.UNAUTHORIZED: 401,
+    ErrorCode.SOURCE_NOT_ALLOWED: 403,
+    ErrorCode.NOT_FOUND: 404,
+    ErrorCode.TOO_LARGE: 413,
+    ErrorCode.UNSUPPORTED_FORMAT: 415,
+    ErrorCode.INVALID_REQUEST: 422,
+    ErrorCode.ENCRYPTED: 422,
+    ErrorCode.CORRUPT: 422,
+    ErrorCode.RATE_LIMITED: 429,
+    ErrorCode.UNAVAILABLE: 503,
+    ErrorCode.TIMEOUT: 504,
+}
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorResponse} for status in (401, 404, 413, 422, 429, 503, 504)
+}
+
+
+def create_app(
+    service: ServiceClient,
+    options: GatewayOptions,
+    keyring: KeyRing,
+    *,
+    on_shutdown: Callable[[], None] | None = None,
+) -> FastAPI:
+    """The gateway over ``service``; ``keyring`` decides who may call it."""
+    metrics = GatewayMetrics()
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        if on_shutdown is not None:
+            on_shutdown()
+
+    app = FastAPI(
+        title="PageSight gateway",
+        version="1",
+        description="Visual-document retrieval: upload documents, search pages, fetch images.",
+        lifespan=lifespan,
+        responses=_ERRORS,
+    )
+    app.state.keyring = keyring
+    app.state.limiter = ConcurrencyLimiter(options.max_concurrency_per_key, options.retry_after_s)
+
+    # -- cross-cutting: trace id, metrics, errors -------------------------------------------
+
+    @app.middleware("http")
+    async def trace_and_measure(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        trace_id = trace_id_from_headers(
+            request.headers.get("traceparent"), request.headers.get("x-request-id")
+        )
+        request.state.trace_id = trace_id
+        token = current_trace_id.set(trace_id)
+        started = time.perf_counter()
+        metrics.in_flight.inc()
+        status = 500
+        try:
+            response = await call_next(request)
+            status = response.status_code
+        finally:
+            metrics.in_flight.dec()
+            route = request.scope.get("route")
+            template = getattr(route, "path", "unmatched")
+            metrics.latency.labels(template, request.method).observe(time.perf_counter() - started)
+            metrics.requests.labels(template, request.method, str(status)).inc()
+            current_trace_id.reset(token)
+        response.headers["X-Trace-Id"] = trace_id
+        return response
+
+    def error_response(
+        request: Request, status: int, body: ErrorBody, headers: dict[str, str] | None = None
+    ) -> JSONResponse:
+        body.trace_id = getattr(request.state, "trace_id", None)
+        metrics.errors.labels(body.code).inc()
+        return JSONResponse(
+            ErrorResponse(error=body).model_dump(mode="json"), status_code=status, headers=headers
+        )
+
+    @app.exception_handler(PageSightError)
+    async def on_pagesight_error(request: Request, exc: PageSightError) -> JSONResponse:
+        headers = {"Retry-After": str(exc.retry_after_s)} if isinstance(exc, RateLimited) else None
+        if exc.code == ErrorCode.UNAUTHORIZED:
+            headers = {"WWW-Authenticate": "Bearer"}
+        status = STATUS.get(exc.code, 500 if exc.code == ErrorCode.INTERNAL else 422)
+        body = ErrorBody(code=exc.code.value, stage=exc.stage.value, message=exc.message)
+        return error_response(request, status, body, headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def on_invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(request, 422, _invalid_body(exc.errors()))
+
+    @app.exception_handler(Exception)
+    async def on_crash(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        body = ErrorBody(
+            code=ErrorCode.INTERNAL.value,
+            stage=Stage.GATEWAY.value,
+            message=f"internal error ({type(exc).__name__}); quote the trace id when reporting",
+        )
+        return error_response(request, 500, body)
+
+    async def timed(call: Awaitable[T]) -> T:
+        try:
+            return await asyncio.wait_for(call, options.request_timeout_s)
+        except TimeoutError as exc:
+            raise PageSightError(
+                ErrorCode.TIMEOUT,
+                Stage.GATEWAY,
+                f"the request took longer than {options.request_timeout_s:g} s",
+            ) from exc
+
+    def not_found(what: str) -> PageSightError:
+        return PageSightError(ErrorCode.NOT_FOUND, Stage.GATEWAY, f"{what} not found")
+
+    # -- documents and jobs --------------------------------------------------------------------
+
+    @app.post(
+        f"{API_PREFIX}/documents",
+        status_code=202,
+        response_model=JobAccepted,
+        tags=["documents"],
+        openapi_extra={
+            "requestBody": {
+                "content": {
+                    "multipart/form-data": {
+                        "schema": {
+                            "type": "object",
+                            "required": ["file"],
+                            "properties": {
+                                "file": {"type": "string", "format": "binary"},
+                                "doc_id": {"type": "string"},
+                                "acl": {"type": "string", "description": "comma-separated"},
+                                "valid_until": {"type": "string", "format": "date-time"},
+                            },
+                        }
+                    },
+                    "application/json": {"schema": UriIngest.model_json_schema()},
+                },
+                "required": True,
+            }
+        },
+    )
+    async def add_document(request: Request, caller: CallerDep) -> JobAccepted:
+        """Upload a file (multipart ``file``) or name a URI on the allowlist (JSON ``uri``);
+        ingestion runs in the background: poll ``status_url``."""
+        trace_id = request.state.trace_id
+        content_type = request.headers.get("content-type", "")
+        if content_type.startswith("application/json"):
+            uri_request = _parse_json(UriIngest, await request.body())
+            job = await timed(service.submit_uri(caller, uri_request, trace_id))
+        elif content_type.startswith("multipart/form-data"):
+            filename, data, fields = await _read_upload(request, options.max_upload_bytes)
+            job = await timed(
+                service.submit_upload(
+                    caller,
+                    filename,
+                    data,
+                    doc_id=fields.get("doc_id") or None,
+                    acl=[a.strip() for a in fields.get("acl", "").split(",") if a.strip()],
+                    valid_until=_parse_datetime(fields.get("valid_until")),
+                    trace_id=trace_id,
+                )
+            )
+        else:
+            raise PageSightError(
+                ErrorCode.INVALID_REQUEST,
+                Stage.GATEWAY,
+                "send multipart/form-data with a 'file' field, or JSON with a 'uri'",
+            )
+        return JobAccepted(
+            job_id=job.job_id,
+            doc_id=job.doc_id,
+            state=job.state.value,
+            status_url=f"{API_PREFIX}/jobs/{job.job_id}",
+        )
+
+    @app.get(f"{API_PREFIX}/jobs/{{job_id}}", response_model=IngestJob, tags=["documents"])
+    async def get_job(job_id: str, caller: CallerDep) -> IngestJob:
+        job = await timed(service.job(caller, job_id))
+        if job is None:
+            raise not_found(f"job {job_id!r}")
+        return job
+
+    @app.get(f"{API_PREFIX}/jobs", response_model=JobList, tags=["documents"])
+    async def list_jobs(
+        caller: CallerDep, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+    ) -> JobList:
+        return JobList(jobs=await timed(service.jobs(caller, limit)))
+
+    @app.get(f"{API_PREFIX}/documents", response_model=DocumentList, tags=["documents"])
+    async def list_documents(caller: CallerDep) -> DocumentList:
+        docs: list[Document] = await timed(service.documents(caller))
+        return DocumentList(documents=docs)
+
+    @app.get(
+        f"{API_PREFIX}/documents/{{doc_id}}", response_model=DocumentDetail, tags=["documents"]
+    )
+    async def get_document(doc_id: str, caller: CallerDep) -> DocumentDetail:
+        detail = await timed(service.document(caller, doc_id))
+        if detail is None:
+            raise not_found(f"document {doc_id!r}")
+        return detail
+
+    @app.delete(f"{API_PREFIX}/documents/{{doc_id}}", response_model=Deleted, tags=["documents"])
+    async def delete_document(doc_id: str, request: Request, caller: CallerDep) -> Deleted:
+        """Remove the document everywhere: points, page images, jobs and traces naming it."""
+        if not await timed(service.delete(caller, doc_id, request.state.trace_id)):
+            raise not_found(f"document {doc_id!r}")
+        return Deleted(doc_id=doc_id, deleted=True)
+
+    @app.get(
+        f"{API_PREFIX}/documents/{{doc_id}}/pages/{{page_number}}/image",
+        response_class=Response,
+        responses={200: {"content": {"image/png": {}, "image/jpeg": {}}}},
+        tags=["documents"],
+    )
+    async def page_image(
+        doc_id: str,
+        page_number: Annotated[int, Path(ge=1)],
+        caller: CallerDep,
+        highlight: Annotated[
+            str | None, Query(description="boxes in PDF points: 'x0,y0,x1,y1;...'")
+        ] = None,
+        image_format: Annotated[str, Query(alias="format", pattern="^(png|jpeg)$")] = "png",
+    ) -> Response:
+        image = await timed(
+            service.page_image(caller, doc_id, page_number, highlight, image_format)
+        )
+        if image is None:
+            raise not_found(f"page {page_number} of document {doc_id!r}")
+        return Response(
+            image.data, media_type=image.media_type, headers={"Cache-Control": "private"}
+        )
+
+    # -- search and traces ---------------------------------------------------------------------
+
+    @app.post(f"{API_PREFIX}/search", response_model=SearchResponse, tags=["search"])
+    async def search(body: SearchRequest, request: Request, caller: CallerDep) -> SearchResponse:
+        if body.top_k > options.max_top_k:
+            raise PageSightError(
+                ErrorCode.INVALID_REQUEST, Stage.GATEWAY, f"top_k must be <= {options.max_top_k}"
+            )
+        if len(body.query) > options.max_query_chars:
+            raise PageSightError(
+                ErrorCode.INVALID_REQUEST,
+                Stage.GATEWAY,
+                f"query must be at most {options.max_query_chars} characters",
+            )
+        return await timed(service.search(caller, body, request.state.trace_id))
+
+    @app.get(f"{API_PREFIX}/traces/{{trace_id}}", response_model=TraceResponse, tags=["search"])
+    async def get_trace(trace_id: str, caller: CallerDep) -> TraceResponse:
+        trace = await timed(service.trace(caller, trace_id))
+        if trace is None:
+            raise not_found(f"trace {trace_id!r}")
+        return TraceResponse(trace=trace)
+
+    # -- operations ----------------------------------------------------------------------------
+
+    @app.get("/healthz", tags=["ops"])
+    async def healthz() -> dict[str, str]:
+        """The gateway process answers (liveness)."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", response_model=Readiness, tags=["ops"])
+    async def readyz() -> JSONResponse:
+        """Models loaded, index open, ingest worker alive (readiness)."""
+        try:
+            ready = await asyncio.wait_for(service.readiness(), 10)
+        except Exception as exc:  # the service is not reachable: not ready, say why
+            ready = Readiness(
+                ready=False,
+                checks={"index_service": False},
+                detail={"error": f"{type(exc).__name__}: {exc}"},
+            )
+        ready.checks["api_keys_loaded"] = len(keyring) > 0
+        ready.ready = ready.ready and ready.checks["api_keys_loaded"]
+        return JSONResponse(ready.model_dump(), status_code=200 if ready.ready else 503)
+
+    @app.get("/metrics", tags=["ops"], response_class=Response)
+    async def prometheus_metrics() -> Response:
+        text = metrics.render()
+        try:
+            text += await asyncio.wait_for(service.metrics_text(), 5)
+        except Exception:  # the gateway's own series are still worth scraping
+            log.warning("index service metrics unavailable", exc_info=True)
+        return Response(text, media_type=CONTENT_TYPE)
+
+    return app
+
+
+# -- dependencies (module level: FastAPI resolves annotations in this module's globals) ----------
+
+
+def authenticated(request: Request) -> Caller:
+    keyring: KeyRing = request.app.state.keyring
+    return keyring.authenticate(
+        request.headers.get("authorization"), request.headers.get("x-api-key")
+    )
+
+
+async def admitted(
+    request: Request, caller: Annotated[Caller, Depends(authenticated)]
+) -> AsyncIterator[Caller]:
+    """The caller, holding one of its key's in-flight slots for the request."""
+    limiter: ConcurrencyLimiter = request.app.state.limiter
+    with limiter.slot(caller.key_id, caller.max_concurrency):
+        yield caller
+
+
+CallerDep = Annotated[Caller, Depends(admitted)]
+
+
+# -- request parsing helpers ---------------------------------------------------------------------
+
+
+def _invalid_body(errors: Any) -> ErrorBody:
+    parts = []
+    for error in list(errors)[:5]:
+        where = ".".join(str(p) for p in error.get("loc", ()) if p != "body") or "body"
+        parts.append(f"{where}: {error.get('msg', 'invalid')}")
+    return ErrorBody(
+        code=ErrorCode.INVALID_REQUEST.value, stage=Stage.GATEWAY.value, message="; ".join(parts)
+    )
+
+
+def _parse_json(model: type[UriIngest], raw: bytes) -> UriIngest:
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as exc:
+        raise RequestValidationError(exc.errors()) from exc
+    except json.JSONDecodeError as exc:  # pragma: no cover - pydantic reports these itself
+        raise RequestValidationError([{"loc": ("body",), "msg": str(exc)}]) from exc
+
+
+def _parse_datetime(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise PageSightError(
+            ErrorCode.INVALID_REQUEST,
+            Stage.GATEWAY,
+            f"valid_until must be an ISO 8601 date-time, got {value!r}",
+        ) from exc
+
+
+async def _read_upload(request: Request, limit: int) -> tuple[str, bytes, dict[str, str]]:
+    """The multipart ``file`` (at most ``limit`` bytes, else 413) and the text fields."""
+    too_large = PageSightError(
+        ErrorCode.TOO_LARGE, Stage.INPUT, f"uploads are limited to {limit} bytes"
+    )
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit + 64 * 1024:
+        raise too_large  # refuse before reading the body
+    form = await request.form(max_files=1, max_fields=20)
+    try:
+        upload = form.get("file")
+        if not isinstance(upload, UploadFile):
+            raise PageSightError(
+                ErrorCode.INVALID_REQUEST, Stage.GATEWAY, "multipart field 'file' is required"
+            )
+        data = await upload.read(limit + 1)
+        if len(data) > limit:
+            raise too_large
+        fields = {k: v for k, v in form.items() if isinstance(v, str)}
+        return upload.filename or "upload", data, fields
+    finally:
+        await form.close()

@@ -1,0 +1,157 @@
+"""The service behind the gateway, as the routers see it: typed async calls.
+
+The routers never know whether the index service runs in this process (tests, the single-
+process server) or in a Ray Serve deployment: both are reached through :class:`ServiceClient`,
+built with an *invoker* that turns ``(method name, args, kwargs)`` into an awaitable. In
+process that is a call on a worker thread; under Ray it is ``handle.<method>.remote(...)``
+(:mod:`services.app`). :class:`IndexBackend` is the interface the service implements
+(``services.index_service.IndexService``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any, Protocol
+
+from core.types import Document, IngestJob, RetrievalTrace
+from gateway.auth import Caller
+from gateway.images import PageImage
+from gateway.protocol import DocumentDetail, Readiness, SearchRequest, SearchResponse, UriIngest
+
+#: (method name, positional args, keyword args) -> the awaitable result
+Invoker = Callable[[str, tuple[Any, ...], dict[str, Any]], Awaitable[Any]]
+
+
+class IndexBackend(Protocol):
+    """What the gateway asks of the index service (synchronous; see :class:`ServiceClient`)."""
+
+    def search(self, caller: Caller, request: SearchRequest, trace_id: str) -> SearchResponse: ...
+
+    def submit_upload(
+        self,
+        caller: Caller,
+        filename: str,
+        data: bytes,
+        *,
+        doc_id: str | None = None,
+        acl: list[str] | None = None,
+        valid_until: datetime | None = None,
+        trace_id: str = "",
+    ) -> IngestJob: ...
+
+    def submit_uri(self, caller: Caller, request: UriIngest, trace_id: str = "") -> IngestJob: ...
+
+    def job(self, caller: Caller, job_id: str) -> IngestJob | None: ...
+
+    def jobs(self, caller: Caller, limit: int = 100) -> list[IngestJob]: ...
+
+    def documents(self, caller: Caller) -> list[Document]: ...
+
+    def document(self, caller: Caller, doc_id: str) -> DocumentDetail | None: ...
+
+    def delete(self, caller: Caller, doc_id: str, trace_id: str = "") -> bool: ...
+
+    def page_image(
+        self,
+        caller: Caller,
+        doc_id: str,
+        page_number: int,
+        highlight: str | None = None,
+        image_format: str = "png",
+    ) -> PageImage | None: ...
+
+    def trace(self, caller: Caller, trace_id: str) -> RetrievalTrace | None: ...
+
+    def readiness(self) -> Readiness: ...
+
+    def metrics_text(self) -> bytes: ...
+
+
+class ServiceClient:
+    """Async, typed calls of an :class:`IndexBackend`, however it is reached."""
+
+    def __init__(self, invoke: Invoker) -> None:
+        self._invoke = invoke
+
+    @classmethod
+    def in_process(cls, service: IndexBackend, threads: int = 8) -> ServiceClient:
+        """Call ``service`` on a pool of worker threads (its methods block on I/O and models)."""
+        pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="pagesight-svc")
+
+        async def invoke(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            method = getattr(service, name)
+            return await asyncio.get_running_loop().run_in_executor(
+                pool, lambda: method(*args, **kwargs)
+            )
+
+        return cls(invoke)
+
+    async def search(self, caller: Caller, request: SearchRequest, trace_id: str) -> SearchResponse:
+        result: SearchResponse = await self._invoke("search", (caller, request, trace_id), {})
+        return result
+
+    async def submit_upload(
+        self,
+        caller: Caller,
+        filename: str,
+        data: bytes,
+        *,
+        doc_id: str | None,
+        acl: list[str],
+        valid_until: datetime | None,
+        trace_id: str,
+    ) -> IngestJob:
+        kwargs = {"doc_id": doc_id, "acl": acl, "valid_until": valid_until, "trace_id": trace_id}
+        job: IngestJob = await self._invoke("submit_upload", (caller, filename, data), kwargs)
+        return job
+
+    async def submit_uri(self, caller: Caller, request: UriIngest, trace_id: str) -> IngestJob:
+        job: IngestJob = await self._invoke("submit_uri", (caller, request, trace_id), {})
+        return job
+
+    async def job(self, caller: Caller, job_id: str) -> IngestJob | None:
+        job: IngestJob | None = await self._invoke("job", (caller, job_id), {})
+        return job
+
+    async def jobs(self, caller: Caller, limit: int) -> list[IngestJob]:
+        jobs: list[IngestJob] = await self._invoke("jobs", (caller, limit), {})
+        return jobs
+
+    async def documents(self, caller: Caller) -> list[Document]:
+        docs: list[Document] = await self._invoke("documents", (caller,), {})
+        return docs
+
+    async def document(self, caller: Caller, doc_id: str) -> DocumentDetail | None:
+        doc: DocumentDetail | None = await self._invoke("document", (caller, doc_id), {})
+        return doc
+
+    async def delete(self, caller: Caller, doc_id: str, trace_id: str) -> bool:
+        deleted: bool = await self._invoke("delete", (caller, doc_id, trace_id), {})
+        return deleted
+
+    async def page_image(
+        self,
+        caller: Caller,
+        doc_id: str,
+        page_number: int,
+        highlight: str | None,
+        image_format: str,
+    ) -> PageImage | None:
+        args = (caller, doc_id, page_number, highlight, image_format)
+        image: PageImage | None = await self._invoke("page_image", args, {})
+        return image
+
+    async def trace(self, caller: Caller, trace_id: str) -> RetrievalTrace | None:
+        trace: RetrievalTrace | None = await self._invoke("trace", (caller, trace_id), {})
+        return trace
+
+    async def readiness(self) -> Readiness:
+        ready: Readiness = await self._invoke("readiness", (), {})
+        return ready
+
+    async def metrics_text(self) -> bytes:
+        text: bytes = await self._invoke("metrics_text", (), {})
+        return text

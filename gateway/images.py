@@ -1,0 +1,96 @@
+"""Page images for the API: encoded as PNG or JPEG, with evidence boxes drawn on request.
+
+Boxes arrive in PDF points (the unit of every bbox PageSight returns) and are scaled to the
+stored image's pixels by the page's size in points, so a client can pass a search hit's
+``evidence`` straight back as ``highlight=x0,y0,x1,y1;...``.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+from PIL import Image, ImageDraw
+
+from core.errors import ErrorCode, PageSightError, Stage
+from core.types import BBox
+
+MAX_HIGHLIGHTS = 50
+MEDIA_TYPES = {"png": "image/png", "jpeg": "image/jpeg"}
+
+
+@dataclass(frozen=True)
+class PageImage:
+    """Encoded image bytes and their media type, as the API returns them."""
+
+    data: bytes
+    media_type: str
+
+
+def parse_highlight(value: str | None) -> list[BBox]:
+    """``"x0,y0,x1,y1;x0,y0,x1,y1"`` -> boxes; anything malformed is INVALID_REQUEST."""
+    if not value:
+        return []
+    boxes: list[BBox] = []
+    for part in value.split(";"):
+        if not part.strip():
+            continue
+        try:
+            numbers = [float(v) for v in part.split(",")]
+            if len(numbers) != 4:
+                raise ValueError("four numbers per box")
+            boxes.append(BBox.of(numbers))
+        except ValueError as exc:
+            raise PageSightError(
+                ErrorCode.INVALID_REQUEST,
+                Stage.GATEWAY,
+                f"highlight must be 'x0,y0,x1,y1' boxes in PDF points joined by ';' ({exc})",
+            ) from exc
+    if len(boxes) > MAX_HIGHLIGHTS:
+        raise PageSightError(
+            ErrorCode.INVALID_REQUEST, Stage.GATEWAY, f"at most {MAX_HIGHLIGHTS} highlight boxes"
+        )
+    return boxes
+
+
+def page_image_url(doc_id: str, page_number: int, boxes: list[BBox]) -> str:
+    """The relative URL of a page image with ``boxes`` drawn (what a search hit links to)."""
+    url = f"/v1/documents/{quote(doc_id, safe='')}/pages/{page_number}/image"
+    if boxes:
+        url += "?highlight=" + ";".join(
+            f"{b.x0:.1f},{b.y0:.1f},{b.x1:.1f},{b.y1:.1f}" for b in boxes
+        )
+    return url
+
+
+def render_page_image(
+    path: Path,
+    page_size_pt: tuple[float, float],
+    boxes: list[BBox],
+    image_format: str = "png",
+) -> bytes:
+    """The stored page image re-encoded, with ``boxes`` outlined (and lightly filled)."""
+    if image_format not in MEDIA_TYPES:
+        raise PageSightError(
+            ErrorCode.INVALID_REQUEST, Stage.GATEWAY, f"format must be one of {list(MEDIA_TYPES)}"
+        )
+    with Image.open(path) as stored:
+        image = stored.convert("RGB")
+    if boxes:
+        width_pt, height_pt = page_size_pt
+        sx, sy = image.width / max(width_pt, 1e-6), image.height / max(height_pt, 1e-6)
+        overlay = Image.new("RGBA", image.size, (0, 0, 0, 0))
+        draw = ImageDraw.Draw(overlay)
+        stroke = max(2, round(min(image.size) / 300))
+        for box in boxes:
+            rect = (box.x0 * sx, box.y0 * sy, box.x1 * sx, box.y1 * sy)
+            draw.rectangle(rect, fill=(255, 200, 0, 60), outline=(230, 60, 0, 255), width=stroke)
+        image = Image.alpha_composite(image.convert("RGBA"), overlay).convert("RGB")
+    out = io.BytesIO()
+    if image_format == "jpeg":
+        image.save(out, format="JPEG", quality=85)
+    else:
+        image.save(out, format="PNG", optimize=False)
+    return out.getvalue()

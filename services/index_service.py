@@ -1,0 +1,405 @@
+"""The index service: the one owner of the index, the catalog and the trace store.
+
+Everything the gateway does to data goes through here: searches (with the caller's tenant and
+principals inside every index query), document uploads (written to disk, queued as a job and
+ingested by a background worker, never on the request path), job and document listings,
+deletes (points, page images, uploads, jobs and the traces that name the document), page images
+with highlights, and traces.
+
+It is a plain class: the Ray application wraps it in a deployment (one replica: the embedded
+index has a single writer), tests and ``pagesight serve --no-ray`` use it in-process. Methods
+are synchronous and thread-safe; :meth:`warm_up` opens everything (cheap ``__init__``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import queue
+import re
+import shutil
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from core.errors import ErrorCode, PageSightError, Stage
+from core.ids import make_doc_id
+from core.protocols import PageEmbedder, TextEmbedder
+from core.settings import Settings
+from core.types import AccessFilter, Document, IngestJob, JobState, RetrievalTrace
+from gateway.auth import Caller
+from gateway.images import (
+    MEDIA_TYPES,
+    PageImage,
+    page_image_url,
+    parse_highlight,
+    render_page_image,
+)
+from gateway.metrics import ServiceMetrics
+from gateway.protocol import (
+    DocumentDetail,
+    Readiness,
+    SearchHit,
+    SearchRequest,
+    SearchResponse,
+    UriIngest,
+)
+from gateway.sources import SourcePolicy
+from gateway.tracing import current_trace_id
+from index.traces import TraceStore
+from ingestion.ingest import DocumentParseFn, IngestRequest
+from services.stack import LocalStack
+
+log = logging.getLogger(__name__)
+
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+_STOP = "__stop__"
+
+
+def _digest(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()[:24]
+
+
+class IndexService:
+    """Search, ingest jobs, documents, page images and traces over one :class:`LocalStack`."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        parse: DocumentParseFn | None = None,
+        ingest_embedder: TextEmbedder | None = None,
+        page_embedder: PageEmbedder | None = None,
+    ) -> None:
+        self.settings = settings
+        self._engines = {
+            "parse": parse,
+            "ingest_embedder": ingest_embedder,
+            "page_embedder": page_embedder,
+        }
+        self.metrics = ServiceMetrics()
+        self.sources = SourcePolicy(
+            settings.gateway.uri_allowlist,
+            allow_private_addresses=settings.gateway.allow_private_addresses,
+            max_redirects=settings.gateway.max_redirects,
+            max_bytes=settings.gateway.max_upload_bytes,
+        )
+        self._stack: LocalStack | None = None
+        self._traces: TraceStore | None = None
+        self._queue: queue.Queue[str] = queue.Queue()
+        self._worker: threading.Thread | None = None
+        self._warm_error: str | None = None
+
+    # -- life cycle --------------------------------------------------------------------------
+
+    @property
+    def upload_dir(self) -> Path:
+        return self.settings.data_dir / "uploads"
+
+    def warm_up(self) -> None:
+        """Open the index, catalog and trace store, load the query models, start the ingest
+        worker and re-queue the jobs a previous process left unfinished."""
+        if self._stack is not None:
+            return
+        try:
+            self._stack = LocalStack(
+                self.settings,
+                parse=self._engines["parse"],  # type: ignore[arg-type]
+                ingest_embedder=self._engines["ingest_embedder"],  # type: ignore[arg-type]
+                page_embedder=self._engines["page_embedder"],  # type: ignore[arg-type]
+            )
+            self._stack.embedder.warm_up()
+            self._traces = TraceStore(
+                self.settings.data_dir / "traces.sqlite3",
+                retention_s=self.settings.gateway.trace_retention_days * 86400,
+            )
+            self._traces.expire()
+        except Exception as exc:
+            self._warm_error = f"{type(exc).__name__}: {exc}"
+            raise
+        for job in self._stack.catalog.unfinished_jobs():
+            self._enqueue(job.job_id)
+        self._worker = threading.Thread(target=self._work, name="ingest-worker", daemon=True)
+        self._worker.start()
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._queue.put(_STOP)
+            self._worker.join(timeout=60)
+            self._worker = None
+        if self._stack is not None:
+            self._stack.close()
+            self._stack = None
+        if self._traces is not None:
+            self._traces.close()
+            self._traces = None
+
+    def readiness(self) -> Readiness:
+        checks = {
+            "index_open": self._stack is not None,
+            "text_model_loaded": self._stack is not None,
+            "ingest_worker_alive": self._worker is not None and self._worker.is_alive(),
+        }
+        if self.settings.visual.active:
+            checks["page_model_configured"] = (
+                self._stack is not None and self._stack.page_embedder is not None
+            )
+        detail = {"error": self._warm_error} if self._warm_error else {}
+        if self._stack is not None:
+            detail["index"] = self._stack.store.collection
+        return Readiness(ready=all(checks.values()), checks=checks, detail=detail)
+
+    def metrics_text(self) -> bytes:
+        self.metrics.queue_depth.set(self._queue.qsize())
+        return self.metrics.render()
+
+    # -- search ------------------------------------------------------------------------------
+
+    def search(self, caller: Caller, request: SearchRequest, trace_id: str) -> SearchResponse:
+        current_trace_id.set(trace_id)
+        stack = self._ready()
+        access = AccessFilter(
+            tenant=caller.tenant, principals=caller.principals, doc_ids=request.filters.doc_ids
+        )
+        started = time.perf_counter()
+        result = stack.search(request.query, access, request.route, request.top_k, trace_id)
+        elapsed = time.perf_counter() - started
+        route = result.trace.route.value
+        for stage, ms in result.trace.stages_ms.items():
+            self.metrics.search_stage.labels(route, stage).observe(ms / 1000)
+        self.metrics.search_stage.labels(route, "total").observe(elapsed)
+        self._trace_store().put(caller.tenant, result.trace, set(result.trace.doc_ids))
+        hits = [
+            SearchHit(
+                doc_id=h.doc_id,
+                page_number=h.page_number,
+                rank=h.rank,
+                score=h.score,
+                route_scores=h.route_scores,
+                snippet=h.snippet,
+                title=h.title,
+                source_uri=h.source_uri,
+                kinds=h.kinds,
+                chunk_ids=h.chunk_ids,
+                element_ids=h.element_ids,
+                evidence=h.bboxes,
+                page_image_url=page_image_url(h.doc_id, h.page_number, h.bboxes),
+            )
+            for h in result.hits
+        ]
+        return SearchResponse(
+            trace_id=trace_id,
+            route=result.trace.route,
+            hits=hits,
+            elapsed_ms=round(elapsed * 1000, 2),
+        )
+
+    def trace(self, caller: Caller, trace_id: str) -> RetrievalTrace | None:
+        return self._trace_store().get(caller.tenant, trace_id)
+
+    # -- ingestion ---------------------------------------------------------------------------
+
+    def submit_upload(
+        self,
+        caller: Caller,
+        filename: str,
+        data: bytes,
+        *,
+        doc_id: str | None = None,
+        acl: list[str] | None = None,
+        valid_until: datetime | None = None,
+        trace_id: str = "",
+    ) -> IngestJob:
+        """Write the uploaded bytes under the data directory and queue their ingestion."""
+        current_trace_id.set(trace_id or None)
+        limit = self.settings.gateway.max_upload_bytes
+        if len(data) > limit:
+            raise PageSightError(
+                ErrorCode.TOO_LARGE, Stage.INPUT, f"upload is larger than {limit} bytes"
+            )
+        if not data:
+            raise PageSightError(ErrorCode.CORRUPT, Stage.INPUT, "the uploaded file is empty")
+        name = _SAFE_NAME.sub("_", Path(filename or "upload").name).strip("._") or "upload"
+        source_uri = f"upload:{name}"
+        doc_id = doc_id or make_doc_id(caller.tenant, source_uri)
+        digest = hashlib.sha256(data).hexdigest()
+        path = self._upload_dir(caller.tenant, doc_id) / f"{digest[:32]}{Path(name).suffix.lower()}"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        return self._queue_job(caller, path, source_uri, doc_id, acl, valid_until)
+
+    def submit_uri(self, caller: Caller, request: UriIngest, trace_id: str = "") -> IngestJob:
+        """Check the URI against the allowlist now; fetch it in the worker."""
+        current_trace_id.set(trace_id or None)
+        uri = self.sources.check(request.uri)
+        doc_id = request.doc_id or make_doc_id(caller.tenant, uri)
+        suffix = Path(urlsplit(uri).path).suffix.lower()[:10]
+        path = self._upload_dir(caller.tenant, doc_id) / f"fetched-{_digest(uri)}{suffix}"
+        return self._queue_job(caller, path, uri, doc_id, request.acl, request.valid_until)
+
+    def job(self, caller: Caller, job_id: str) -> IngestJob | None:
+        job = self._ready().catalog.job(job_id)
+        return job if job is not None and job.tenant == caller.tenant else None
+
+    def jobs(self, caller: Caller, limit: int = 100) -> list[IngestJob]:
+        return self._ready().catalog.jobs(tenant=caller.tenant, limit=limit)
+
+    # -- documents ---------------------------------------------------------------------------
+
+    def documents(self, caller: Caller) -> list[Document]:
+        return self._ready().catalog.documents(caller.tenant)
+
+    def document(self, caller: Caller, doc_id: str) -> DocumentDetail | None:
+        catalog = self._ready().catalog
+        doc = catalog.document(caller.tenant, doc_id)
+        if doc is None:
+            return None
+        ready = [
+            j.updated_at
+            for j in catalog.jobs(tenant=caller.tenant, states=[JobState.READY], limit=1000)
+            if j.doc_id == doc_id
+        ]
+        return DocumentDetail(
+            document=doc,
+            pages=len(catalog.pages(caller.tenant, doc_id)),
+            ingested_at=max(ready) if ready else None,
+        )
+
+    def delete(self, caller: Caller, doc_id: str, trace_id: str = "") -> bool:
+        """Gone everywhere: points, catalog rows, page images, uploads, jobs, traces."""
+        current_trace_id.set(trace_id or None)
+        stack = self._ready()
+        found = stack.ingestor.delete(caller.tenant, doc_id)
+        purged = self._trace_store().purge_document(caller.tenant, doc_id)
+        jobs = stack.catalog.delete_jobs(caller.tenant, doc_id)
+        shutil.rmtree(self._upload_dir(caller.tenant, doc_id), ignore_errors=True)
+        log.info(
+            "deleted document", extra={"doc_id": doc_id, "traces_purged": purged, "jobs": jobs}
+        )
+        return found
+
+    def page_image(
+        self,
+        caller: Caller,
+        doc_id: str,
+        page_number: int,
+        highlight: str | None = None,
+        image_format: str = "png",
+    ) -> PageImage | None:
+        if image_format not in MEDIA_TYPES:
+            raise PageSightError(
+                ErrorCode.INVALID_REQUEST,
+                Stage.GATEWAY,
+                f"format must be one of {sorted(MEDIA_TYPES)}",
+            )
+        boxes = parse_highlight(highlight)
+        stack = self._ready()
+        page = next(
+            (p for p in stack.catalog.pages(caller.tenant, doc_id) if p.page_number == page_number),
+            None,
+        )
+        if page is None or not page.image_ref:
+            return None
+        path = stack.ingestor.images.path(page.image_ref)
+        if not path.is_file():
+            return None
+        data = render_page_image(path, (page.width, page.height), boxes, image_format)
+        return PageImage(data=data, media_type=MEDIA_TYPES[image_format])
+
+    # -- the worker --------------------------------------------------------------------------
+
+    def wait_idle(self, timeout_s: float = 60.0) -> bool:
+        """Block until every queued job has finished (tests, batch scripts)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._queue.unfinished_tasks == 0:
+                return True
+            time.sleep(0.05)
+        return False
+
+    def _queue_job(
+        self,
+        caller: Caller,
+        path: Path,
+        source_uri: str,
+        doc_id: str,
+        acl: list[str] | None,
+        valid_until: datetime | None,
+    ) -> IngestJob:
+        job = self._ready().ingestor.queue(
+            IngestRequest(
+                path=path,
+                tenant=caller.tenant,
+                acl=list(acl or []),
+                doc_id=doc_id,
+                source_uri=source_uri,
+                valid_until=valid_until,
+            )
+        )
+        self._enqueue(job.job_id)
+        log.info("queued ingest job", extra={"job_id": job.job_id, "doc_id": doc_id})
+        return job
+
+    def _enqueue(self, job_id: str) -> None:
+        self._queue.put(job_id)
+        self.metrics.queue_depth.set(self._queue.qsize())
+
+    def _work(self) -> None:
+        while True:
+            job_id = self._queue.get()
+            try:
+                if job_id == _STOP:
+                    return
+                self._run_job(job_id)
+            except Exception:  # the worker must outlive any one job
+                log.exception("ingest worker failed on job %s", job_id)
+            finally:
+                self._queue.task_done()
+                self.metrics.queue_depth.set(self._queue.qsize())
+
+    def _run_job(self, job_id: str) -> None:
+        stack = self._ready()
+        job = stack.catalog.job(job_id)
+        if job is None or job.state.terminal:
+            return
+        started = time.perf_counter()
+        path = Path(job.path)
+        if not path.is_file() and not job.source_uri.startswith("upload:"):
+            try:
+                fetched = self.sources.fetch(job.source_uri, path)
+            except PageSightError as exc:
+                stack.catalog.fail(job, exc.code, exc.stage.value, exc.message)
+                self.metrics.jobs.labels(JobState.FAILED.value, exc.code.value).inc()
+                return
+            if fetched != path:  # a file:// source is read where it is
+                job = stack.catalog.advance(job, job.state, path=str(fetched))
+        done = stack.ingestor.run(job)
+        self.metrics.ingest_seconds.inc(time.perf_counter() - started)
+        self.metrics.jobs.labels(done.state.value, done.error_code or "").inc()
+        if done.state == JobState.READY and not done.unchanged:
+            self.metrics.ingest_pages.inc(done.pages)
+        if path.is_relative_to(self.upload_dir):
+            path.unlink(missing_ok=True)  # indexed (or failed): the upload is not needed again
+        log.info(
+            "ingest job finished",
+            extra={"job_id": job_id, "state": done.state.value, "pages": done.pages},
+        )
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _upload_dir(self, tenant: str, doc_id: str) -> Path:
+        return self.upload_dir / _digest(tenant) / _digest(doc_id)
+
+    def _ready(self) -> LocalStack:
+        if self._stack is None:
+            raise PageSightError(
+                ErrorCode.UNAVAILABLE, Stage.GATEWAY, "the index service is not ready yet"
+            )
+        return self._stack
+
+    def _trace_store(self) -> TraceStore:
+        self._ready()
+        assert self._traces is not None
+        return self._traces
