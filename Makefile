@@ -8,8 +8,8 @@ PYTEST_ARGS ?=
 export OMP_NUM_THREADS ?= 1
 export OMP_THREAD_LIMIT ?= 1
 
-.PHONY: setup system-deps demo test test-fast lint typecheck format bench bench-ocr bench-parse \
-	bench-maxsim bench-embed eval-smoke eval-ja eval-full lock clean
+.PHONY: setup system-deps demo serve test test-fast test-e2e lint typecheck format bench bench-ocr \
+	bench-parse bench-maxsim bench-embed bench-gateway eval-smoke eval-ja eval-full lock clean
 
 setup: system-deps $(STAMP)
 
@@ -34,8 +34,15 @@ $(STAMP): pyproject.toml constraints.txt
 demo: setup
 	$(BIN)/pagesight demo $(if $(DOCS),--docs $(DOCS),)
 
+# The Ray Serve application on this machine (create an API key first: see README, "Serving").
+serve: setup
+	$(BIN)/pagesight serve
+
 test: setup
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-e2e: setup
+	$(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)
 
 test-fast: setup
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
@@ -61,6 +68,9 @@ bench-parse: setup
 
 bench-maxsim: setup
 	$(BIN)/python bench/bench_maxsim.py --out var/bench/maxsim.json
+
+bench-gateway: setup
+	$(BIN)/python bench/bench_gateway.py --out var/bench/gateway.json
 
 bench-embed: setup
 	$(BIN)/python -m bench.bench_embed --device cpu --out var/bench/embed_cpu.json

@@ -41,6 +41,10 @@ from models.text import language_of
 
 PageKey = tuple[str, int]  # (doc_id, page_number)
 
+#: What fusion needs of a chunk candidate; texts, boxes and element ids are fetched afterwards,
+#: only for the chunks that end up on a returned page.
+CANDIDATE_FIELDS = ("doc_id", "page_numbers", "chunk_id", "title", "source_uri")
+
 # Identifiers, codes and quoted strings are found by exact terms, not by meaning.
 _CODE_TOKEN = re.compile(
     r"\b(?=[A-Za-z0-9_./-]*\d)(?=[A-Za-z0-9_./-]*[A-Za-z])[A-Za-z0-9_./-]{4,}\b"
@@ -130,7 +134,9 @@ class Retriever:
         if chosen in (RouteName.KEYWORD, RouteName.TEXT, RouteName.HYBRID):
             since = time.perf_counter()
             sparse_query = self.sparse.encode_query(query)
-            hits = self.chunk_store.query_sparse(SPARSE_VECTOR, sparse_query, access, limit)
+            hits = self.chunk_store.query_sparse(
+                SPARSE_VECTOR, sparse_query, access, limit, CANDIDATE_FIELDS
+            )
             record("keyword", self.sparse.model_id, hits, since)
             ranks["keyword"] = {h.id: rank for rank, h in enumerate(hits, start=1)}
             chunks.update((h.id, h.payload) for h in hits)
@@ -141,7 +147,9 @@ class Retriever:
             else:
                 since = time.perf_counter()
                 vector = self.embedder.embed_query(query).tolist()
-                hits = self.chunk_store.query_dense(DENSE_VECTOR, vector, access, limit)
+                hits = self.chunk_store.query_dense(
+                    DENSE_VECTOR, vector, access, limit, CANDIDATE_FIELDS
+                )
                 record("dense", self.embedder.model_id, hits, since)
                 ranks["dense"] = {h.id: rank for rank, h in enumerate(hits, start=1)}
                 chunks.update((h.id, h.payload) for h in hits)
@@ -224,6 +232,7 @@ class Retriever:
         """Collapse fused candidates to pages: a page ranks where its best candidate ranks."""
         raw = {t.route: dict(t.candidates) for t in traces if not t.skipped}
         out: dict[PageKey, PageHit] = {}
+        shown: list[tuple[PageHit, str, int]] = []  # (page, chunk candidate, page number)
         for item, score in fused:
             if item.startswith("page:"):
                 doc_id, number = item[len("page:") :].rsplit("#", 1)
@@ -255,7 +264,10 @@ class Retriever:
                 for route in ("keyword", "dense"):
                     if item in ranks.get(route, {}):
                         hit.route_scores.setdefault(route, raw[route][item])
-                self._add_chunk(hit, payload, key[1])
+                shown.append((hit, item, key[1]))
+        full = self.chunk_store.retrieve([item for _, item, _ in shown], access) if shown else {}
+        for hit, item, page_number in shown:
+            self._add_chunk(hit, full.get(item, chunks[item]), page_number)
         for key, hit in out.items():
             if not hit.chunk_ids:  # a page only the visual route found: map it to its chunks
                 for payload in self._chunks_of_page(key, access):

@@ -511,25 +511,40 @@ class VectorStore(ABC):
     # -- reads --
 
     def query_dense(
-        self, name: str, vector: Sequence[float], access: AccessFilter, limit: int
+        self,
+        name: str,
+        vector: Sequence[float],
+        access: AccessFilter,
+        limit: int,
+        fields: Sequence[str] | None = None,
     ) -> list[ScoredPoint]:
-        """Nearest points to ``vector`` on dense vector ``name`` among what ``access`` may see."""
+        """Nearest points to ``vector`` on dense vector ``name`` among what ``access`` may see.
+
+        ``fields``: only these payload keys (candidate lists need ids and pages, not texts:
+        converting 100 full payloads was a sixth of a text search's time); None = all.
+        """
         spec = self._schema.dense.get(name)
         if spec is None:
             raise self._unknown_vector("dense", name, Stage.QUERY)
         query = _finite_row(vector, spec.dim, f"dense query on {name!r}", Stage.QUERY)
-        return self._query(name, query, access, limit)
+        return self._query(name, query, access, limit, fields)
 
     def query_sparse(
-        self, name: str, vector: SparseVector, access: AccessFilter, limit: int
+        self,
+        name: str,
+        vector: SparseVector,
+        access: AccessFilter,
+        limit: int,
+        fields: Sequence[str] | None = None,
     ) -> list[ScoredPoint]:
-        """Best lexical matches on sparse vector ``name`` (IDF applied by the index)."""
+        """Best lexical matches on sparse vector ``name`` (IDF applied by the index);
+        ``fields`` as in :meth:`query_dense`."""
         if name not in self._schema.sparse:
             raise self._unknown_vector("sparse", name, Stage.QUERY)
         if not vector.indices:
             self._check_open()
             return []  # no known term: nothing can match, and some backends reject it
-        return self._query(name, _sparse(vector, Stage.QUERY), access, limit)
+        return self._query(name, _sparse(vector, Stage.QUERY), access, limit, fields)
 
     def query_multivector(
         self, name: str, vectors: Sequence[Sequence[float]], access: AccessFilter, limit: int
@@ -698,8 +713,14 @@ class VectorStore(ABC):
 
     @abstractmethod
     def _search(
-        self, name: str, query: QueryVector, selection: Selection, limit: int
-    ) -> list[ScoredPoint]: ...
+        self,
+        name: str,
+        query: QueryVector,
+        selection: Selection,
+        limit: int,
+        fields: Sequence[str] | None = None,
+    ) -> list[ScoredPoint]:
+        """Top ``limit`` by ``query`` on vector ``name``; payloads cut to ``fields`` if given."""
 
     @abstractmethod
     def _search_two_stage(
@@ -728,7 +749,12 @@ class VectorStore(ABC):
     # -- helpers --
 
     def _query(
-        self, name: str, query: QueryVector, access: AccessFilter, limit: int
+        self,
+        name: str,
+        query: QueryVector,
+        access: AccessFilter,
+        limit: int,
+        fields: Sequence[str] | None = None,
     ) -> list[ScoredPoint]:
         self._check_open()
         if limit < 1:
@@ -737,7 +763,7 @@ class VectorStore(ABC):
         if selection.matches_nothing:
             return []
         with self._backend_errors(Stage.QUERY, f"query on {name!r}"):
-            return self._search(name, query, selection, limit)
+            return self._search(name, query, selection, limit, fields)
 
     def _check_open(self) -> None:
         if self._closed:

@@ -303,7 +303,12 @@ class EdgeVectorStore(VectorStore):
         self._shard.update(qe.UpdateOperation.delete_points_by_filter(flt))
 
     def _search(
-        self, name: str, query: QueryVector, selection: Selection, limit: int
+        self,
+        name: str,
+        query: QueryVector,
+        selection: Selection,
+        limit: int,
+        fields: Sequence[str] | None = None,
     ) -> list[ScoredPoint]:
         vector = (
             qe.SparseVector(list(query.indices), list(query.values))
@@ -315,7 +320,7 @@ class EdgeVectorStore(VectorStore):
                 limit=limit,
                 query=qe.Query.Nearest(vector, using=name),
                 filter=edge_filter(selection),
-                with_payload=True,
+                with_payload=True if fields is None else qe.PayloadSelector.Include(list(fields)),
                 with_vector=False,
             )
         )

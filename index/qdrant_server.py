@@ -245,7 +245,12 @@ class QdrantServerStore(VectorStore):
         )
 
     def _search(
-        self, name: str, query: QueryVector, selection: Selection, limit: int
+        self,
+        name: str,
+        query: QueryVector,
+        selection: Selection,
+        limit: int,
+        fields: Sequence[str] | None = None,
     ) -> list[ScoredPoint]:
         vector: Any = (
             qm.SparseVector(indices=list(query.indices), values=list(query.values))
@@ -258,7 +263,7 @@ class QdrantServerStore(VectorStore):
             using=name,
             query_filter=qdrant_filter(selection),
             limit=limit,
-            with_payload=True,
+            with_payload=True if fields is None else list(fields),
             with_vectors=False,
         )
         return [

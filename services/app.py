@@ -9,8 +9,11 @@
                                                       IndexService)
 
 A search costs one handle hop (gateway → index service): the query's text embedding runs in
-the index service itself, cheaper than another hop (~9 ms each here). Ingestion is queued by
-the index service and runs on its worker thread, calling the parser and the embedders.
+the index service itself, cheaper than another hop (~9 ms each here). Putting the index
+service inside the gateway replica (``index_placement: colocated``) saves that hop but makes
+HTTP handling and search share one interpreter lock, which measured slower on two cores.
+Ingestion is queued by the index service and runs on its worker thread, calling the parser and
+the embedders.
 
 Every class below is a thin shell: the logic is in :class:`services.index_service.IndexService`,
 :func:`gateway.app.create_app`, the parser and the embedders, all testable without Ray.
@@ -24,7 +27,7 @@ import asyncio
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -46,7 +49,7 @@ from services.remote import RemotePageEmbedder, RemoteParser, RemoteTextEmbedder
 log = logging.getLogger(__name__)
 
 APP_NAME = "pagesight"
-_DESCRIBE_TIMEOUT_S = 600.0  # the first describe() waits for a replica to load its weights
+_CALL_TIMEOUT_S = 600.0  # an embedding call may wait for a replica that is (re)loading weights
 
 
 class DeploymentResources(BaseModel):
@@ -66,7 +69,8 @@ class AppArgs(BaseModel):
     settings: dict[str, Any] = Field(
         default_factory=dict, description="Settings fields over the PAGESIGHT_* environment"
     )
-    gateway: DeploymentResources = Field(default_factory=DeploymentResources)
+    # The defaults are services/serve/local.yaml's: all five fit two cores.
+    gateway: DeploymentResources = Field(default_factory=lambda: DeploymentResources(num_cpus=0.25))
     index: DeploymentResources = Field(
         default_factory=lambda: DeploymentResources(max_ongoing_requests=64)
     )
@@ -76,6 +80,15 @@ class AppArgs(BaseModel):
     )
     page_embedder: DeploymentResources = Field(
         default_factory=lambda: DeploymentResources(num_cpus=0.5, num_gpus=0)
+    )
+    index_placement: Literal["colocated", "separate"] = Field(
+        default="separate",
+        description=(
+            "separate: the index service is its own deployment behind N gateway replicas (one "
+            "handle hop per call); colocated: it runs inside the single gateway replica (no "
+            "hop, but HTTP and search then share one interpreter lock: 30 vs 35 req/s on two "
+            "cores, bench/bench_gateway.py)"
+        ),
     )
     page_batch_size: int = Field(default=16, ge=1, description="pages per @serve.batch call")
     page_batch_wait_s: float = Field(default=0.05, ge=0)
@@ -144,10 +157,31 @@ class PageEmbedderReplica:
         return await asyncio.to_thread(self.embedder.embed_queries, texts)
 
 
-class IndexReplica(IndexService):
-    """The index service with its engines in other deployments (handles -> remote adapters)."""
+async def _remote_engines(
+    settings: Settings, parser: Any, text_embedder: Any, page_embedder: Any | None
+) -> dict[str, Any]:
+    """The index service's engines as adapters over their deployments' handles.
 
-    def __init__(
+    Called from a replica's (async) constructor, which runs on the replica's event loop: the
+    handles' ``describe()`` are awaited here; the adapters block only later, on worker threads.
+    """
+    text_info = await text_embedder.describe.remote()
+    page_info = await page_embedder.describe.remote() if page_embedder is not None else None
+    return {
+        "parse": RemoteParser(parser, timeout_s=settings.limits.parse_timeout_s + 60),
+        "ingest_embedder": RemoteTextEmbedder(text_embedder, text_info, _CALL_TIMEOUT_S),
+        "page_embedder": (
+            RemotePageEmbedder(page_embedder, page_info, _CALL_TIMEOUT_S)
+            if page_embedder is not None and page_info is not None
+            else None
+        ),
+    }
+
+
+class IndexReplica(IndexService):
+    """The index service as its own deployment (``index_placement: separate``)."""
+
+    async def __init__(  # type: ignore[misc]  # Serve awaits an async constructor
         self,
         settings: Settings,
         parser: Any,
@@ -155,27 +189,17 @@ class IndexReplica(IndexService):
         page_embedder: Any | None,
     ) -> None:
         configure_json_logging()
-        super().__init__(
-            settings,
-            parse=RemoteParser(parser, timeout_s=settings.limits.parse_timeout_s + 60),
-            ingest_embedder=RemoteTextEmbedder(text_embedder, _DESCRIBE_TIMEOUT_S),
-            page_embedder=(
-                RemotePageEmbedder(page_embedder, _DESCRIBE_TIMEOUT_S)
-                if page_embedder is not None
-                else None
-            ),
-        )
-        self.warm_up()
+        engines = await _remote_engines(settings, parser, text_embedder, page_embedder)
+        super().__init__(settings, **engines)
+        await asyncio.to_thread(self.warm_up)
 
     def check_health(self) -> None:
         """Serve's health check: a dead ingest worker or a closed index restarts the replica."""
-        ready = self.readiness()
-        if not ready.ready:
-            raise RuntimeError(f"index service unhealthy: {ready.checks} {ready.detail}")
+        _check(self)
 
 
 class GatewayReplica:
-    """The FastAPI ingress; Serve asks ``__serve_build_asgi_app__`` for the app."""
+    """The FastAPI ingress over the index service's deployment (one handle hop per call)."""
 
     def __init__(self, settings: Settings, index: Any) -> None:
         configure_json_logging()
@@ -189,6 +213,37 @@ class GatewayReplica:
 
     def __serve_build_asgi_app__(self) -> Any:
         return self._app
+
+
+class GatewayIndexReplica:
+    """The FastAPI ingress with the index service in its own process (``colocated``): no hop
+    on the query path. One replica only: it is the embedded index's single writer."""
+
+    async def __init__(  # type: ignore[misc]  # Serve awaits an async constructor
+        self, settings: Settings, parser: Any, text_embedder: Any, page_embedder: Any | None
+    ) -> None:
+        configure_json_logging()
+        engines = await _remote_engines(settings, parser, text_embedder, page_embedder)
+        self.service = IndexService(settings, **engines)
+        await asyncio.to_thread(self.service.warm_up)
+        self._app = create_app(
+            ServiceClient.in_process(self.service),
+            settings.gateway,
+            KeyRing.from_options(settings.gateway),
+            on_shutdown=self.service.close,
+        )
+
+    def __serve_build_asgi_app__(self) -> Any:
+        return self._app
+
+    def check_health(self) -> None:
+        _check(self.service)
+
+
+def _check(service: IndexService) -> None:
+    ready = service.readiness()
+    if not ready.ready:
+        raise RuntimeError(f"index service unhealthy: {ready.checks} {ready.detail}")
 
 
 # -- builders ------------------------------------------------------------------------------------
@@ -238,9 +293,15 @@ def build_app(args: AppArgs | dict[str, Any] | None = None) -> Any:
         page_embedder = serve.deployment(name="PageEmbedder", **_options(args.page_embedder))(
             _batched_page_embedder(args)
         ).bind(settings)
+    engines = (settings, parser, text_embedder, page_embedder)
+    if args.index_placement == "colocated":
+        options = _options(args.gateway) | {"num_replicas": 1, "health_check_period_s": 10}
+        return serve.deployment(name="Gateway", **options)(
+            serve.ingress()(GatewayIndexReplica)
+        ).bind(*engines)
     index = serve.deployment(name="IndexService", health_check_period_s=10, **_options(args.index))(
         IndexReplica
-    ).bind(settings, parser, text_embedder, page_embedder)
+    ).bind(*engines)
     gateway = serve.deployment(name="Gateway", **_options(args.gateway))(
         serve.ingress()(GatewayReplica)
     )
@@ -255,24 +316,37 @@ def run_local(
     num_cpus: int | None,
     object_store_mb: int,
     timeout_s: float,
+    log_to_driver: bool = True,
 ) -> None:
-    """Start Ray on this machine and run the app; return once it answers (or raise)."""
+    """Start Ray on this machine and run the app; return once it answers (or raise).
+
+    Serve's per-request access log is off: two lines per request per replica cost CPU that
+    the gateway's metrics already account for; our own logs are JSON lines with trace ids.
+    """
     import ray
     from ray import serve
+    from ray.serve.schema import LoggingConfig
 
     ray.init(
         num_cpus=num_cpus,
         object_store_memory=object_store_mb * 1024 * 1024,
         include_dashboard=False,
         configure_logging=False,
-        log_to_driver=True,
+        log_to_driver=log_to_driver,
     )
     serve.start(http_options={"host": host, "port": port})
     started = time.monotonic()
     # run_many can return before the app is RUNNING: serve.run would wait forever for replicas
     # that do not fit the machine, so the deadline below is ours.
     serve.run_many(
-        [serve.RunTarget(target=build_app(args), name=APP_NAME, route_prefix="/")],
+        [
+            serve.RunTarget(
+                target=build_app(args),
+                name=APP_NAME,
+                route_prefix="/",
+                logging_config=LoggingConfig(encoding="JSON", enable_access_log=False),
+            )
+        ],
         wait_for_applications_running=False,
     )
     deadline = started + timeout_s

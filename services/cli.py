@@ -36,7 +36,10 @@ from core.types import (
 )
 
 if TYPE_CHECKING:
+    from gateway.client import PageSightClient
+    from gateway.protocol import SearchResponse
     from ingestion.ingest import IngestRequest
+    from services.app import AppArgs
     from services.stack import LocalStack
 
 app = typer.Typer(help="PageSight: visual-document retrieval.", no_args_is_help=True)
@@ -201,6 +204,18 @@ def _print_jobs(jobs: list[IngestJob]) -> None:
 
 
 Tenant = Annotated[str, typer.Option(help="tenant that owns the documents")]
+Server = Annotated[
+    str | None,
+    typer.Option(
+        "--server",
+        envvar="PAGESIGHT_SERVER_URL",
+        help="a running gateway (e.g. http://127.0.0.1:8000): talk to it instead of the local "
+        "index (needed while `pagesight serve` owns the index)",
+    ),
+]
+ApiKey = Annotated[
+    str | None, typer.Option("--api-key", envvar="PAGESIGHT_API_KEY", help="key for --server")
+]
 Acl = Annotated[
     list[str] | None, typer.Option("--acl", help="principal allowed to read (repeatable)")
 ]
@@ -212,8 +227,13 @@ def ingest(
     tenant: Tenant = "default",
     acl: Acl = None,
     password: Annotated[str | None, typer.Option(help="password for encrypted PDFs")] = None,
+    server: Server = None,
+    api_key: ApiKey = None,
 ) -> None:
     """Parse, chunk, embed and index files (re-running unchanged files does nothing)."""
+    if server:
+        _remote_ingest(server, api_key, _expand(paths), acl or [])
+        return
     settings = Settings()
     with _stack(settings) as stack:
         resumed = stack.ingestor.resume()
@@ -251,10 +271,16 @@ def jobs(
     tenant: Annotated[str | None, typer.Option(help="only this tenant")] = None,
     state: Annotated[JobState | None, typer.Option(help="only this state")] = None,
     limit: Annotated[int, typer.Option(help="newest N jobs")] = 50,
+    server: Server = None,
+    api_key: ApiKey = None,
 ) -> None:
     """List ingest jobs, newest first."""
     from ingestion.catalog import Catalog
 
+    if server:
+        with _remote(server, api_key) as client:
+            _print_jobs([j for j in client.jobs(limit) if state is None or j.state == state])
+        return
     settings = Settings()
     catalog = Catalog(settings.data_dir / "catalog.sqlite3")
     try:
@@ -267,8 +293,15 @@ def jobs(
 def delete(
     doc_id: Annotated[str, typer.Argument(help="document id (see `pagesight search` or jobs)")],
     tenant: Tenant = "default",
+    server: Server = None,
+    api_key: ApiKey = None,
 ) -> None:
     """Delete a document: its points, catalog rows and page images."""
+    if server:
+        with _remote(server, api_key) as client:
+            client.delete(doc_id)
+        console.print(f"deleted {doc_id}")
+        return
     settings = Settings()
     with _stack(settings) as stack:
         found = stack.ingestor.delete(tenant, doc_id)
@@ -288,8 +321,18 @@ def search(
         list[str] | None, typer.Option(help="caller's principal (repeatable); none = no ACL")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="hits and trace as JSON")] = False,
+    server: Server = None,
+    api_key: ApiKey = None,
 ) -> None:
     """Search the index and print ranked pages with doc, page and snippet."""
+    if server:
+        with _remote(server, api_key) as client:
+            response = client.search(query, route=route, top_k=top_k)
+        if as_json:
+            sys.stdout.write(response.model_dump_json(indent=1) + "\n")
+        else:
+            _print_remote_hits(response)
+        return
     settings = Settings()
     access = AccessFilter(tenant=tenant, principals=principal)
     with _stack(settings) as stack:
@@ -319,6 +362,181 @@ def _print_hits(result: SearchResult) -> None:
             f"score {hit.score:.4f}  {kinds}"
         )
         out.print(f"    {hit.snippet}")
+
+
+# -- remote mode (the gateway owns the index) ---------------------------------------------
+
+
+def _remote(server: str, api_key: str | None) -> PageSightClient:
+    from gateway.client import PageSightClient
+
+    if not api_key:
+        console.print("[red]auth/UNAUTHORIZED: --api-key (or PAGESIGHT_API_KEY) is required")
+        raise typer.Exit(code=1)
+    return PageSightClient(server, api_key=api_key)
+
+
+def _remote_ingest(server: str, api_key: str | None, files: list[Path], acl: list[str]) -> None:
+    from gateway.client import ApiError
+
+    failed = 0
+    with _remote(server, api_key) as client, _progress() as bar:
+        task = bar.add_task("files", total=len(files))
+        for path in files:
+            try:
+                job = client.wait_for_job(client.upload(path, acl=acl).job_id, timeout_s=3600)
+            except ApiError as exc:
+                console.print(f"[red]{path.name}: {exc.stage}/{exc.code}: {exc.message}")
+                failed += 1
+            else:
+                _print_jobs([job])
+                failed += job.state == JobState.FAILED
+            bar.advance(task)
+    if failed:
+        raise typer.Exit(code=1 if failed == len(files) else 2)
+
+
+def _print_remote_hits(response: SearchResponse) -> None:
+    out = Console(highlight=False, soft_wrap=True)
+    out.print(
+        f"[dim]route {response.route.value} — {response.elapsed_ms:.0f} ms — "
+        f"trace {response.trace_id}[/dim]"
+    )
+    if not response.hits:
+        out.print("no matching pages")
+    for hit in response.hits:
+        name = Path(hit.source_uri or hit.doc_id).name
+        out.print(
+            f"[bold]{hit.rank:>2}. {name}  page {hit.page_number}[/bold]  score {hit.score:.4f}"
+        )
+        out.print(f"    {hit.snippet}")
+
+
+# -- serving ------------------------------------------------------------------------------
+
+
+keys_app = typer.Typer(help="API keys of the gateway.", no_args_is_help=True)
+app.add_typer(keys_app, name="keys")
+
+
+def _default_keys_file(settings: Settings) -> Path:
+    return settings.gateway.api_keys_file or settings.data_dir / "api-keys.json"
+
+
+@keys_app.command("new")
+def keys_new(
+    tenant: Annotated[str, typer.Option(help="tenant the key acts for")],
+    key_id: Annotated[str | None, typer.Option(help="name shown in logs; default: random")] = None,
+    principal: Annotated[
+        list[str] | None, typer.Option(help="ACL principal of the key (repeatable)")
+    ] = None,
+    keys_file: Annotated[
+        Path | None, typer.Option(help="JSON keys file; default: <data_dir>/api-keys.json")
+    ] = None,
+) -> None:
+    """Create an API key: its hash goes into the keys file, the key is printed once."""
+    import secrets
+
+    from gateway.auth import load_records, new_key, save_records
+
+    settings = Settings()
+    path = keys_file or _default_keys_file(settings)
+    records = load_records(path) if path.exists() else []
+    key_id = key_id or f"key-{secrets.token_hex(4)}"
+    if any(r.key_id == key_id for r in records):
+        console.print(f"[red]a key named {key_id!r} already exists in {path}")
+        raise typer.Exit(code=1)
+    key, record = new_key(key_id, tenant, principal)
+    save_records(path, [*records, record])
+    console.print(f"added {key_id} (tenant {tenant}) to {path}; the key, shown only now:")
+    sys.stdout.write(key + "\n")
+
+
+@app.command()
+def serve(
+    config: Annotated[
+        Path | None, typer.Option(help="a Serve config (services/serve/*.yaml): its app args")
+    ] = None,
+    host: Annotated[str | None, typer.Option(help="listen address")] = None,
+    port: Annotated[int | None, typer.Option(help="listen port")] = None,
+    no_ray: Annotated[
+        bool, typer.Option("--no-ray", help="one process (uvicorn), no Ray: for development")
+    ] = False,
+) -> None:
+    """Run the gateway and the index service on this machine (embedded index by default)."""
+    settings = Settings()
+    keys = _default_keys_file(settings)
+    if not settings.gateway.api_keys and settings.gateway.api_keys_file is None:
+        if not keys.exists():
+            console.print(
+                "[red]no API keys: create one with `pagesight keys new --tenant <name>` "
+                f"(writes {keys}), or set PAGESIGHT_GATEWAY__API_KEYS_FILE"
+            )
+            raise typer.Exit(code=1)
+        settings.gateway.api_keys_file = keys
+    host = host or settings.serve.host
+    port = port or settings.serve.port
+    if no_ray:
+        _serve_in_process(settings, host, port)
+        return
+    import time
+
+    from services.app import run_local, shutdown_local
+
+    args = _app_args(config, settings)
+    console.print(f"starting Ray Serve (about 30 s), then http://{host}:{port}/docs ...")
+    try:
+        run_local(
+            args,
+            host=host,
+            port=port,
+            num_cpus=settings.serve.num_cpus,
+            object_store_mb=settings.serve.object_store_mb,
+            timeout_s=settings.serve.start_timeout_s,
+        )
+        console.print(f"[green]PageSight is serving on http://{host}:{port}[/green] (Ctrl-C stops)")
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        console.print("stopping ...")
+    finally:
+        shutdown_local()
+
+
+def _app_args(config: Path | None, settings: Settings) -> AppArgs:
+    """The app args of a Serve config file's first application, over this process' settings."""
+    from services.app import AppArgs
+
+    args = AppArgs()
+    if config is not None:
+        import yaml
+
+        document = yaml.safe_load(config.read_text())
+        args = AppArgs.model_validate(document["applications"][0].get("args") or {})
+    merged = settings.model_dump(exclude_unset=False)
+    merged.update(args.settings)
+    return args.model_copy(update={"settings": merged})
+
+
+def _serve_in_process(settings: Settings, host: str, port: int) -> None:
+    import uvicorn
+
+    from gateway.app import create_app
+    from gateway.auth import KeyRing
+    from gateway.backend import ServiceClient
+    from gateway.tracing import configure_json_logging
+    from services.index_service import IndexService
+
+    configure_json_logging()
+    service = IndexService(settings)
+    service.warm_up()
+    gateway = create_app(
+        ServiceClient.in_process(service),
+        settings.gateway,
+        KeyRing.from_options(settings.gateway),
+        on_shutdown=service.close,
+    )
+    uvicorn.run(gateway, host=host, port=port, log_config=None)
 
 
 DEMO_QUERIES = (

@@ -13,8 +13,10 @@ are synchronous and thread-safe; :meth:`warm_up` opens everything (cheap ``__ini
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import logging
+import os
 import queue
 import re
 import shutil
@@ -58,6 +60,33 @@ _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 _STOP = "__stop__"
 
 
+class FifoSlots:
+    """At most ``n`` holders; waiters are served strictly in arrival order (a slot is handed to
+    the oldest waiter, so a newcomer cannot barge past it: that is what keeps p99 near p50
+    when a burst of requests queues for the cores)."""
+
+    def __init__(self, n: int) -> None:
+        self._free = n
+        self._waiters: collections.deque[threading.Event] = collections.deque()
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._free > 0 and not self._waiters:
+                self._free -= 1
+                return
+            turn = threading.Event()
+            self._waiters.append(turn)
+        turn.wait()
+
+    def __exit__(self, *_exc: object) -> None:
+        with self._lock:
+            if self._waiters:
+                self._waiters.popleft().set()  # the slot passes on; _free stays as it is
+            else:
+                self._free += 1
+
+
 def _digest(value: str) -> str:
     return hashlib.sha256(value.encode()).hexdigest()[:24]
 
@@ -89,6 +118,7 @@ class IndexService:
         self._stack: LocalStack | None = None
         self._traces: TraceStore | None = None
         self._queue: queue.Queue[str] = queue.Queue()
+        self._search_slots = FifoSlots(settings.retrieval.parallel_searches or os.cpu_count() or 1)
         self._worker: threading.Thread | None = None
         self._warm_error: str | None = None
 
@@ -164,7 +194,8 @@ class IndexService:
             tenant=caller.tenant, principals=caller.principals, doc_ids=request.filters.doc_ids
         )
         started = time.perf_counter()
-        result = stack.search(request.query, access, request.route, request.top_k, trace_id)
+        with self._search_slots:
+            result = stack.search(request.query, access, request.route, request.top_k, trace_id)
         elapsed = time.perf_counter() - started
         route = result.trace.route.value
         for stage, ms in result.trace.stages_ms.items():

@@ -48,12 +48,12 @@ class RemoteParser:
 
 
 class _Described:
-    """Model facts (id, dim, languages) asked of the deployment once, at construction."""
+    """A model deployment and its facts (id, dim, languages: what its ``describe()`` returned,
+    awaited by the caller's async constructor, where blocking on a handle is not allowed)."""
 
-    def __init__(self, handle: Any, timeout_s: float) -> None:
+    def __init__(self, handle: Any, info: dict[str, Any], timeout_s: float) -> None:
         self._handle = handle
         self._timeout_s = timeout_s
-        info: dict[str, Any] = handle.describe.remote().result(timeout_s=timeout_s)
         self._model_id = str(info["model_id"])
         self._dim = int(info["dim"])
         self._info = info

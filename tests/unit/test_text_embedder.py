@@ -146,3 +146,23 @@ def test_settings_select_a_multilingual_model(monkeypatch: pytest.MonkeyPatch) -
     options = Settings().embedder
     assert SentenceTransformerEmbedder(options).languages is None
     assert options.query_prefix == "query: "
+
+
+def test_onnx_backend_gives_the_torch_vectors(tmp_path: Path) -> None:
+    """The ONNX Runtime export reproduces PyTorch (documents and queries must come from the
+    same function), and a second load reuses the cached export."""
+    texts = ["Fuel prices remain the largest cost risk.", "東京の売上", "x", "a " * 300]
+    torch_model = SentenceTransformerEmbedder(EmbedderOptions(device="cpu", backend="torch"))
+    onnx_options = EmbedderOptions(device="cpu", backend="onnx", onnx_cache_dir=tmp_path)
+    onnx_model = SentenceTransformerEmbedder(onnx_options)
+    assert (torch_model.backend, onnx_model.backend) == ("torch", "onnx")
+    expected = torch_model.embed_documents(texts)
+    got = onnx_model.embed_documents(texts)
+    assert got.shape == expected.shape and got.dtype == np.float32
+    assert (expected * got).sum(axis=1).min() > 0.9999
+    assert _cosine(torch_model.embed_query(texts[0]), onnx_model.embed_query(texts[0])) > 0.9999
+    exported = list(tmp_path.glob("*.onnx"))
+    assert len(exported) == 1
+    stamp = exported[0].stat().st_mtime_ns
+    again = SentenceTransformerEmbedder(onnx_options)
+    assert again.backend == "onnx" and exported[0].stat().st_mtime_ns == stamp

@@ -1,0 +1,275 @@
+"""Gateway throughput and latency under concurrent clients, against the same search in-process.
+
+On the smoke corpus (ingested into ``--data-dir`` first, idempotently), ``--clients`` concurrent
+clients send ``--requests`` searches in total (route ``text``, top_k 10, the smoke questions in
+turn) to ``/v1/search`` of the Ray Serve application started by this script on this machine;
+then the same searches with the same concurrency are called in-process on
+:class:`services.index_service.IndexService` (threads, no HTTP, no Ray) as the baseline:
+
+- ``rps``, ``p50_ms``, ``p99_ms``, ``errors``: served, as a client sees it;
+- ``in_process``: the same for the in-process calls;
+- ``overhead_ratio`` = served p50 / in-process p50 (what HTTP, the proxy and the handle hop
+  cost on top of the search itself), and ``throughput_ratio`` = served rps / in-process rps.
+
+Clients run in this process (asyncio + httpx), sharing the machine's cores with the server, as
+a sidecar load generator would. The in-process run goes first: the embedded index has a single
+writer, so it is closed before the server opens it.
+
+    python bench/bench_gateway.py --out var/bench/gateway.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import socket
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+EVAL = REPO_ROOT.parent / "shared" / "eval"
+TENANT = "eval"  # the tenant bench/eval_retrieval.py indexes the corpus under
+
+
+def smoke_set(eval_dir: Path) -> tuple[list[Path], list[str]]:
+    names = json.loads((eval_dir / "subsets.json").read_text())["smoke"]
+    questions = [
+        json.loads(line)
+        for line in (eval_dir / "questions.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
+    return [eval_dir / "pdfs" / n for n in names], [
+        q["question"] for q in questions if q["doc"] in names
+    ]
+
+
+def summarise(latencies_s: list[float], wall_s: float, errors: int) -> dict[str, Any]:
+    ms = np.array(latencies_s) * 1000
+    return {
+        "requests": len(latencies_s) + errors,
+        "rps": round(len(latencies_s) / wall_s, 1),
+        "p50_ms": round(float(np.percentile(ms, 50)), 1),
+        "p99_ms": round(float(np.percentile(ms, 99)), 1),
+        "mean_ms": round(float(ms.mean()), 1),
+        "errors": errors,
+        "wall_s": round(wall_s, 2),
+    }
+
+
+def ingest(data_dir: Path, pdfs: list[Path]) -> int:
+    from core.settings import Settings
+    from services.stack import LocalStack
+
+    with LocalStack(Settings(data_dir=data_dir)) as stack:
+        jobs = stack.ingestor.ingest([stack.request(p, tenant=TENANT) for p in pdfs])
+    failed = [j for j in jobs if j.state.value != "READY"]
+    if failed:
+        raise SystemExit(f"{len(failed)} smoke documents failed to ingest: {failed[0]}")
+    return sum(j.pages for j in jobs)
+
+
+def run_in_process(
+    data_dir: Path, questions: list[str], requests: int, clients: int
+) -> dict[str, Any]:
+    from core.settings import Settings
+    from core.types import RouteName
+    from gateway.auth import Caller
+    from gateway.protocol import SearchRequest
+    from services.index_service import IndexService
+
+    service = IndexService(Settings(data_dir=data_dir))
+    service.warm_up()
+    caller = Caller(key_id="bench", tenant=TENANT)
+    try:
+        for q in questions[:5]:  # warm-up
+            service.search(caller, SearchRequest(query=q, route=RouteName.TEXT), "warm")
+
+        def one(i: int) -> float:
+            body = SearchRequest(
+                query=questions[i % len(questions)], route=RouteName.TEXT, top_k=10
+            )
+            started = time.perf_counter()
+            service.search(caller, body, f"bench-{i}")
+            return time.perf_counter() - started
+
+        started = time.perf_counter()
+        with ThreadPoolExecutor(clients) as pool:
+            latencies = list(pool.map(one, range(requests)))
+        return summarise(latencies, time.perf_counter() - started, 0)
+    finally:
+        service.close()
+
+
+async def _load(
+    url: str, key: str, questions: list[str], requests: int, clients: int
+) -> tuple[list[float], int, float, dict[int, int]]:
+    import httpx
+
+    latencies: list[float] = []
+    statuses: dict[int, int] = {}
+    errors = 0
+    counter = iter(range(requests))
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    headers = {"Authorization": f"Bearer {key}"}
+    async with httpx.AsyncClient(
+        base_url=url, headers=headers, limits=limits, timeout=60
+    ) as client:
+
+        async def worker() -> None:
+            nonlocal errors
+            for i in counter:
+                body = {"query": questions[i % len(questions)], "route": "text", "top_k": 10}
+                started = time.perf_counter()
+                try:
+                    response = await client.post("/v1/search", json=body)
+                    status = response.status_code
+                except httpx.HTTPError:
+                    status = -1
+                statuses[status] = statuses.get(status, 0) + 1
+                if status == 200:
+                    latencies.append(time.perf_counter() - started)
+                else:
+                    errors += 1
+
+        for q in questions[:5]:  # warm-up: first requests build connections and routers
+            await client.post("/v1/search", json={"query": q, "route": "text"})
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(clients)))
+        wall = time.perf_counter() - started
+    return latencies, errors, wall, statuses
+
+
+def run_served(
+    data_dir: Path,
+    questions: list[str],
+    requests: int,
+    clients: int,
+    gateway_replicas: int,
+    placement: str,
+) -> dict[str, Any]:
+    from gateway.auth import new_key
+    from services.app import AppArgs, DeploymentResources, run_local, shutdown_local
+
+    key, record = new_key("bench", TENANT)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    args = AppArgs(
+        settings={
+            "data_dir": str(data_dir),
+            "gateway": {"api_keys": [record.model_dump()], "max_concurrency_per_key": clients * 2},
+        },
+        gateway=DeploymentResources(num_cpus=0.25, replicas=gateway_replicas),
+        index_placement=placement,
+    )
+    started = time.perf_counter()
+    try:
+        run_local(
+            args,
+            host="127.0.0.1",
+            port=port,
+            num_cpus=os.cpu_count(),
+            object_store_mb=100,
+            timeout_s=300,
+            log_to_driver=False,
+        )
+        startup_s = time.perf_counter() - started
+        latencies, errors, wall, statuses = asyncio.run(
+            _load(f"http://127.0.0.1:{port}", key, questions, requests, clients)
+        )
+    finally:
+        shutdown_local()
+    result = summarise(latencies, wall, errors)
+    result["statuses"] = {str(k): v for k, v in sorted(statuses.items())}
+    result["startup_s"] = round(startup_s, 1)
+    return result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--eval-dir", type=Path, default=EVAL)
+    ap.add_argument("--data-dir", type=Path, default=REPO_ROOT / "var" / "eval" / "smoke")
+    ap.add_argument("--requests", type=int, default=600)
+    ap.add_argument("--clients", type=int, default=16)
+    ap.add_argument("--gateway-replicas", type=int, default=1)
+    ap.add_argument("--index-placement", choices=["auto", "colocated", "separate"], default="auto")
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args()
+
+    pdfs, questions = smoke_set(args.eval_dir)
+    pages = ingest(args.data_dir, pdfs)
+    print(f"smoke corpus: {len(pdfs)} PDFs, {len(questions)} questions", flush=True)
+    baseline = run_in_process(args.data_dir, questions, args.requests, args.clients)
+    print(f"in-process: {baseline}", flush=True)
+    served = run_served(
+        args.data_dir,
+        questions,
+        args.requests,
+        args.clients,
+        args.gateway_replicas,
+        args.index_placement,
+    )
+    print(f"served:     {served}", flush=True)
+    result = {
+        "rps": served["rps"],
+        "p50_ms": served["p50_ms"],
+        "p99_ms": served["p99_ms"],
+        "errors": served["errors"],
+        "overhead_ratio": round(served["p50_ms"] / baseline["p50_ms"], 2),
+        "throughput_ratio": round(served["rps"] / baseline["rps"], 2),
+        "served": served,
+        "in_process": baseline,
+        "targets": {
+            "rps>=30": served["rps"] >= 30,
+            "p99_ms<=500": served["p99_ms"] <= 500,
+            "errors==0": served["errors"] == 0,
+        },
+        "config": {
+            "clients": args.clients,
+            "requests": args.requests,
+            "route": "text",
+            "top_k": 10,
+            "questions": len(questions),
+            "docs": len(pdfs),
+            "pages_ingested_now": pages,
+            "gateway_replicas": args.gateway_replicas,
+            "index_placement": args.index_placement,
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+        },
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
+    print(
+        json.dumps(
+            {
+                k: result[k]
+                for k in (
+                    "rps",
+                    "p50_ms",
+                    "p99_ms",
+                    "errors",
+                    "overhead_ratio",
+                    "throughput_ratio",
+                    "targets",
+                )
+            },
+            indent=2,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""The Ray Serve application, started once per test session on a free port.
+
+Start-up costs ~30 s (Ray, five deployments, the text model), so every e2e test shares it.
+It runs with a small object store, a start deadline (an app whose replicas do not fit the CPUs
+would otherwise wait forever), and is torn down with ``serve.shutdown()`` then
+``ray.shutdown()``.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from gateway.auth import new_key
+from gateway.client import PageSightClient
+
+MAX_UPLOAD = 1_000_000
+
+
+@dataclass(frozen=True)
+class RunningApp:
+    url: str
+    key_a: str
+    key_b: str
+    key_limited: str
+    data_dir: Path
+
+    def client(self, key: str | None = None) -> PageSightClient:
+        return PageSightClient(self.url, api_key=key or self.key_a, timeout_s=120)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def serve_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningApp]:
+    pytest.importorskip("ray.serve")
+    from services.app import AppArgs, run_local, shutdown_local
+
+    data_dir = tmp_path_factory.mktemp("serve") / "var"
+    key_a, record_a = new_key("key-a", "tenant-a")
+    key_b, record_b = new_key("key-b", "tenant-b")
+    key_limited, record_limited = new_key("key-limited", "tenant-a")
+    records = [record_a, record_b, record_limited.model_copy(update={"max_concurrency": 1})]
+    args = AppArgs(
+        settings={
+            "data_dir": str(data_dir),
+            "gateway": {
+                "api_keys": [r.model_dump() for r in records],
+                "max_upload_bytes": MAX_UPLOAD,
+            },
+        }
+    )
+    port = _free_port()
+    try:
+        run_local(args, host="127.0.0.1", port=port, num_cpus=2, object_store_mb=100, timeout_s=240)
+        app = RunningApp(f"http://127.0.0.1:{port}", key_a, key_b, key_limited, data_dir)
+        with app.client() as client:
+            client.wait_ready(timeout_s=120)
+        yield app
+    finally:
+        shutdown_local()

@@ -1,0 +1,140 @@
+"""Serve configs, builder args, API keys, trace ids, source allowlist: no Ray, no HTTP."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+import yaml
+
+from core.errors import ErrorCode, PageSightError
+from core.settings import ApiKeyRecord
+from gateway.auth import KeyRing, load_records, new_key, save_records
+from gateway.images import page_image_url, parse_highlight
+from gateway.limits import ConcurrencyLimiter, RateLimited
+from gateway.sources import SourcePolicy
+from gateway.tracing import JsonLogFormatter, current_trace_id, trace_id_from_headers
+from services.app import AppArgs
+
+CONFIGS = sorted((Path(__file__).parents[2] / "services" / "serve").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_serve_configs_are_valid(path: Path) -> None:
+    from ray.serve.schema import ServeDeploySchema
+
+    document = yaml.safe_load(path.read_text())
+    ServeDeploySchema.model_validate(document)
+    for application in document["applications"]:
+        assert application["import_path"] == "services.app:build_app"
+        AppArgs.model_validate(application["args"])
+
+
+def test_local_defaults_fit_two_cores() -> None:
+    args = AppArgs()
+    total = sum(
+        r.num_cpus * r.replicas
+        for r in (args.gateway, args.index, args.parser, args.text_embedder, args.page_embedder)
+    )
+    assert total <= 2.0
+
+
+def test_keys_authenticate_by_hash_only(tmp_path: Path) -> None:
+    key, record = new_key("k1", "acme", ["group:finance"])
+    assert key not in record.model_dump_json()
+    path = tmp_path / "keys.json"
+    save_records(path, [record])
+    ring = KeyRing(load_records(path))
+    caller = ring.authenticate(f"Bearer {key}", None)
+    assert (caller.tenant, caller.principals, caller.key_id) == ("acme", ["group:finance"], "k1")
+    assert ring.authenticate(None, key).tenant == "acme"
+    for header in ("Bearer nope", "Basic abc", "Bearer ", None):
+        with pytest.raises(PageSightError) as err:
+            ring.authenticate(header, None)
+        assert err.value.code == ErrorCode.UNAUTHORIZED
+    with pytest.raises(ValueError, match="twice"):
+        KeyRing([record, record])
+    with pytest.raises(ValueError):
+        ApiKeyRecord(key_id="x", sha256="not-a-digest", tenant="t")
+
+
+def test_limiter_counts_per_key() -> None:
+    limiter = ConcurrencyLimiter(default_limit=2)
+    with limiter.slot("a"), limiter.slot("a"):
+        with pytest.raises(RateLimited), limiter.slot("a"):
+            pass
+        with limiter.slot("b"):
+            assert limiter.in_flight("b") == 1
+    assert limiter.in_flight("a") == 0
+    with limiter.slot("c", limit=1), pytest.raises(RateLimited), limiter.slot("c", limit=1):
+        pass
+
+
+def test_trace_ids_from_headers() -> None:
+    tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    assert trace_id_from_headers(tp, "req-1") == "4bf92f3577b34da6a3ce929d0e0e4736"
+    assert trace_id_from_headers("garbage", "req-1") == "req-1"
+    assert trace_id_from_headers(f"00-{'0' * 32}-00f067aa0ba902b7-01", None) != "0" * 32
+    fresh = trace_id_from_headers(None, "bad id with spaces\n")
+    assert len(fresh) == 32 and fresh != trace_id_from_headers(None, None)
+
+
+def test_json_log_lines_carry_the_trace_id() -> None:
+    token = current_trace_id.set("abc123")
+    try:
+        record = logging.LogRecord("x", logging.INFO, __file__, 1, "hello %s", ("you",), None)
+        record.doc_id = "d1"
+        line = JsonLogFormatter().format(record)
+    finally:
+        current_trace_id.reset(token)
+    import json
+
+    parsed = json.loads(line)
+    assert parsed["trace_id"] == "abc123" and parsed["message"] == "hello you"
+    assert parsed["doc_id"] == "d1" and parsed["level"] == "INFO"
+
+
+def test_highlight_round_trip() -> None:
+    boxes = parse_highlight("10,20,30,40;1.5,2,3,4.5")
+    assert [(b.x0, b.y1) for b in boxes] == [(10, 40), (1.5, 4.5)]
+    url = page_image_url("doc/1", 3, boxes)
+    assert url.startswith("/v1/documents/doc%2F1/pages/3/image?highlight=10.0,20.0,30.0,40.0;")
+    for bad in ("1,2,3", "a,b,c,d", ";".join(["0,0,1,1"] * 51)):
+        with pytest.raises(PageSightError) as err:
+            parse_highlight(bad)
+        assert err.value.code == ErrorCode.INVALID_REQUEST
+
+
+def test_source_allowlist(tmp_path: Path) -> None:
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    (inbox / "a.pdf").write_bytes(b"%PDF")
+    (tmp_path / "secret.pdf").write_bytes(b"%PDF")
+    (inbox / "link.pdf").symlink_to(tmp_path / "secret.pdf")
+    policy = SourcePolicy([inbox.as_uri() + "/", "https://docs.example.com/reports/"])
+    assert policy.fetch((inbox / "a.pdf").as_uri(), tmp_path / "x") == (inbox / "a.pdf")
+    assert policy.check("https://docs.example.com/reports/q3.pdf")
+    for uri in (
+        (tmp_path / "secret.pdf").as_uri(),
+        (inbox / "link.pdf").as_uri(),  # a symlink out of the allowed directory
+        inbox.as_uri() + "/../secret.pdf",
+        "https://docs.example.com/private/q3.pdf",
+        "https://docs.example.com.evil.io/reports/q3.pdf",
+        "http://docs.example.com/reports/q3.pdf",  # other scheme (and port)
+        "https://user:pw@docs.example.com/reports/q3.pdf",
+        "gopher://docs.example.com/reports/q3.pdf",
+    ):
+        with pytest.raises(PageSightError) as err:
+            policy.check(uri)
+        assert err.value.code == ErrorCode.SOURCE_NOT_ALLOWED, uri
+    with pytest.raises(PageSightError) as err:
+        SourcePolicy([]).check((inbox / "a.pdf").as_uri())
+    assert err.value.code == ErrorCode.SOURCE_NOT_ALLOWED
+
+
+def test_private_addresses_are_refused() -> None:
+    policy = SourcePolicy(["http://localhost:9/"])
+    with pytest.raises(PageSightError) as err:
+        policy.fetch("http://localhost:9/a.pdf", Path("/nonexistent/x.pdf"))
+    assert err.value.code == ErrorCode.SOURCE_NOT_ALLOWED and "non-public" in err.value.message
