@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -90,6 +90,11 @@ class RetrievalOptions(BaseModel):
     snippet_chars: int = Field(default=300, ge=40)
     visual_prefetch: int = Field(
         default=200, ge=1, description="pages kept by the pooled first stage before exact MaxSim"
+    )
+    visual_coarse: int = Field(
+        default=2000,
+        ge=1,
+        description="pages kept by stage 0 (2 x 2 block means) for the first stage to rank",
     )
     evidence_boxes: int = Field(default=3, ge=1, le=20, description="boxes per visual hit")
     parallel_searches: int | None = Field(
@@ -207,6 +212,92 @@ class VisualEmbedderOptions(BaseModel):
         return Path(self.model).expanduser().is_dir()
 
 
+class RerankerOptions(BaseModel):
+    """The cross-encoder that reranks retrieved passages (``models.reranker``). The embedded
+    profile uses it only when its weights are local; ``model`` may be a directory or a hub id
+    (with ``HF_HUB_OFFLINE=1`` a hub id must already be in the Hugging Face cache)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(
+        default="BAAI/bge-reranker-v2-m3", description="local model directory or hub id"
+    )
+    name: str | None = Field(
+        default=None, description="model_id reported in traces; unset = hub id or directory name"
+    )
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    batch_size: int = Field(default=16, ge=1, description="(query, passage) pairs per forward pass")
+    max_length: int = Field(
+        default=512, ge=8, description="tokens per pair; the passage is truncated to fit"
+    )
+    enabled: bool | None = Field(
+        default=None,
+        description=(
+            "rerank with the cross-encoder; None = only when `model` is a local directory "
+            "(the embedded profile never downloads weights)"
+        ),
+    )
+
+    @property
+    def active(self) -> bool:
+        if self.enabled is not None:
+            return self.enabled
+        return Path(self.model).expanduser().is_dir()
+
+
+class LlmOptions(BaseModel):
+    """The OpenAI-compatible chat server behind grounded answers; unset ``base_url`` = no LLM."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str | None = Field(
+        default=None,
+        description=(
+            "OpenAI-style base URL including the version, e.g. http://vllm:8000/v1; "
+            "unset = no LLM configured (answers are disabled)"
+        ),
+    )
+    model: str = Field(
+        default="",
+        description="model name the server serves (vLLM --served-model-name); needed with base_url",
+    )
+    api_key: SecretStr | None = Field(
+        default=None,
+        description="sent as a Bearer token; unset = no header (vLLM without --api-key)",
+    )
+    timeout_s: float = Field(
+        default=60.0,
+        gt=0,
+        description=(
+            "seconds per attempt to connect, and to wait for the reply (non-streaming) or for each "
+            "streamed chunk; also the longest 429 Retry-After that is waited out"
+        ),
+    )
+    max_retries: int = Field(
+        default=2,
+        ge=0,
+        description="retries after the first attempt, on connection errors, timeouts, 5xx and 429",
+    )
+    backoff_s: float = Field(
+        default=0.5,
+        ge=0,
+        description="first retry delay; doubles per retry, with jitter (50-100% of the delay)",
+    )
+    temperature: float = Field(
+        default=0.0,
+        ge=0,
+        le=2,
+        description="sampling temperature; 0 = greedy, so the same evidence gives the same answer",
+    )
+    max_tokens: int = Field(default=512, ge=1, description="most tokens one reply may generate")
+
+    @model_validator(mode="after")
+    def _model_with_url(self) -> LlmOptions:
+        if self.base_url and not self.model:
+            raise ValueError("llm.model is required when llm.base_url is set")
+        return self
+
+
 class SparseOptions(BaseModel):
     """BM25 term weighting for the sparse (keyword) vectors; the index applies IDF."""
 
@@ -298,6 +389,8 @@ class Settings(BaseSettings):
     embedder: EmbedderOptions = Field(default_factory=EmbedderOptions)
     visual: VisualEmbedderOptions = Field(default_factory=VisualEmbedderOptions)
     sparse: SparseOptions = Field(default_factory=SparseOptions)
+    reranker: RerankerOptions = Field(default_factory=RerankerOptions)
+    llm: LlmOptions = Field(default_factory=LlmOptions)
     gateway: GatewayOptions = Field(default_factory=GatewayOptions)
     serve: ServeOptions = Field(default_factory=ServeOptions)
 

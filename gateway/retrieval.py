@@ -36,7 +36,13 @@ from core.types import (
 from gateway.evidence import evidence_boxes
 from gateway.fusion import weighted_rrf_ranks
 from index.base import ScoredPoint, VectorStore
-from index.vectors import DENSE_VECTOR, PAGE_POOLED_VECTOR, PAGE_VECTOR, SPARSE_VECTOR
+from index.vectors import (
+    DENSE_VECTOR,
+    PAGE_COARSE_VECTOR,
+    PAGE_POOLED_VECTOR,
+    PAGE_VECTOR,
+    SPARSE_VECTOR,
+)
 from models.text import language_of
 
 PageKey = tuple[str, int]  # (doc_id, page_number)
@@ -157,13 +163,17 @@ class Retriever:
             assert self.page_store is not None and self.page_embedder is not None
             since = time.perf_counter()
             query_rows = self.page_embedder.embed_queries([query])[0]
+            prefetch = self.options.visual_prefetch
+            has_coarse = PAGE_COARSE_VECTOR in self.page_store.schema.multivector
             hits = self.page_store.query_two_stage(
                 PAGE_VECTOR,
                 PAGE_POOLED_VECTOR,
                 query_rows.tolist(),
                 access,
                 limit,
-                prefetch=self.options.visual_prefetch,
+                prefetch=prefetch,
+                coarse=PAGE_COARSE_VECTOR if has_coarse else None,
+                coarse_limit=max(self.options.visual_coarse, prefetch) if has_coarse else None,
             )
             record("visual", self.page_embedder.model_id, hits, since)
             ranks["visual"] = self._visual_ranks(hits, chunks, visual_pages)

@@ -135,6 +135,12 @@ class MultiVectorSpec(BaseModel):
 
 #: A pooled first-stage multi-vector is named after its full one plus this suffix.
 POOLED_SUFFIX = "-pooled"
+COARSE_SUFFIX = "-coarse"
+
+
+def coarse_vector_name(name: str) -> str:
+    """The name of the coarse (stage 0) pooled multi-vector of full multi-vector ``name``."""
+    return f"{name}{COARSE_SUFFIX}"
 
 
 def pooled_vector_name(name: str) -> str:
@@ -250,6 +256,7 @@ class IndexSchema(BaseModel):
         model_id: str,
         pooling: str = "mean-rows-cols",
         pooled_quantization: Literal["none", "int8"] = "none",
+        coarse_pooling: str | None = None,
         id_scheme: str = "v1",
     ) -> IndexSchema:
         """The schema of a page collection: full page multi-vectors plus their pooled first stage.
@@ -263,20 +270,26 @@ class IndexSchema(BaseModel):
         minutes for 2k pages of 55 rows on two cores), and the first stage is a flat scan of the
         pooled rows anyway; bench/bench_maxsim.py measures what that costs.
         """
-        return cls(
-            id_scheme=id_scheme,
-            multivector={
-                name: MultiVectorSpec(dim=dim, model_id=model_id),
-                pooled_vector_name(name): MultiVectorSpec(
-                    dim=dim,
-                    model_id=model_id,
-                    datatype="float32",
-                    quantization=pooled_quantization,
-                    pooled_from=name,
-                    pooling=pooling,
-                ),
-            },
-        )
+        multivector = {
+            name: MultiVectorSpec(dim=dim, model_id=model_id),
+            pooled_vector_name(name): MultiVectorSpec(
+                dim=dim,
+                model_id=model_id,
+                datatype="float32",
+                quantization=pooled_quantization,
+                pooled_from=name,
+                pooling=pooling,
+            ),
+        }
+        if coarse_pooling is not None:  # an even smaller stage 0, see query_two_stage(coarse=)
+            multivector[coarse_vector_name(name)] = MultiVectorSpec(
+                dim=dim,
+                model_id=model_id,
+                datatype="float32",
+                pooled_from=name,
+                pooling=coarse_pooling,
+            )
+        return cls(id_scheme=id_scheme, multivector=multivector)
 
     def fingerprint(self) -> str:
         """A short, stable hash of the schema, e.g. for traces and cache keys."""
@@ -417,6 +430,9 @@ class TwoStage:
     prefetch: int
     #: score the first stage on the pooled vector's int8 codes, not rescored
     quantized_first_stage: bool
+    #: an optional stage 0 on a smaller pooled vector, keeping ``coarse_limit`` points
+    coarse: str | None = None
+    coarse_limit: int = 0
 
 
 # -- the interface -----------------------------------------------------------------------------
@@ -565,6 +581,8 @@ class VectorStore(ABC):
         limit: int,
         prefetch: int,
         quantized: bool | None = None,
+        coarse: str | None = None,
+        coarse_limit: int | None = None,
     ) -> list[ScoredPoint]:
         """MaxSim ranking in two stages: the pooled first stage, then an exact rerank.
 
@@ -582,6 +600,12 @@ class VectorStore(ABC):
         candidates, and stage 2 rescores every candidate exactly anyway. The embedded engine
         builds the codes when it optimizes a segment (:meth:`optimize` after a bulk load);
         until then it scores the floats.
+
+        ``coarse`` (with ``coarse_limit``) adds a stage 0 in front: MaxSim against an even
+        smaller pooled vector of the same pages (2 x 2 block means: 4 rows instead of 20)
+        ranks every visible point and keeps ``coarse_limit``; stage 1 then ranks only those.
+        The flat first-stage scan is what grows with the collection; a 5x cheaper scan over
+        all pages plus a full one over a few thousand keeps the cost down (bench_maxsim.py).
         """
         full = self._schema.multivector.get(multivector_name)
         if full is None:
@@ -599,6 +623,22 @@ class VectorStore(ABC):
             )
         if prefetch < limit:
             raise ValueError(f"prefetch ({prefetch}) must be at least limit ({limit})")
+        if coarse is not None:
+            coarse_spec = self._schema.multivector.get(coarse)
+            if coarse_spec is None:
+                raise self._unknown_vector("multivector", coarse, Stage.QUERY)
+            if coarse_spec.pooled_from != multivector_name:
+                raise PageSightError(
+                    ErrorCode.INDEX_FAILED,
+                    Stage.QUERY,
+                    f"multivector {coarse!r} of index {self.collection} is not a pooled stage "
+                    f"of {multivector_name!r}",
+                )
+            if coarse_limit is None or coarse_limit < prefetch:
+                raise ValueError(
+                    f"coarse_limit ({coarse_limit}) must be given and at least prefetch "
+                    f"({prefetch})"
+                )
         if quantized and pooled.quantization == "none":
             raise PageSightError(
                 ErrorCode.INDEX_FAILED,
@@ -621,6 +661,8 @@ class VectorStore(ABC):
             pooled=pooled_name,
             prefetch=prefetch,
             quantized_first_stage=use_quantized,
+            coarse=coarse,
+            coarse_limit=coarse_limit or 0,
         )
         with self._backend_errors(Stage.QUERY, f"two-stage query on {multivector_name!r}"):
             return self._search_two_stage(stage, rows, selection, limit)

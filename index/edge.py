@@ -333,9 +333,21 @@ class EdgeVectorStore(VectorStore):
         self, stage: TwoStage, rows: list[list[float]], selection: Selection, limit: int
     ) -> list[ScoredPoint]:
         flt = edge_filter(selection)
+        coarse = (
+            [
+                qe.Prefetch(
+                    limit=stage.coarse_limit,
+                    query=qe.Query.Nearest(rows, using=stage.coarse),
+                    filter=flt,
+                )
+            ]
+            if stage.coarse
+            else None
+        )
         first_stage = qe.Prefetch(
             limit=stage.prefetch,
             query=qe.Query.Nearest(rows, using=stage.pooled),
+            prefetches=coarse,
             filter=flt,
             params=qe.SearchParams(
                 quantization=qe.QuantizationSearchParams(

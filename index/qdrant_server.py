@@ -275,7 +275,13 @@ class QdrantServerStore(VectorStore):
         self, stage: TwoStage, rows: list[list[float]], selection: Selection, limit: int
     ) -> list[ScoredPoint]:
         flt = qdrant_filter(selection)
+        coarse = (
+            qm.Prefetch(query=rows, using=stage.coarse, limit=stage.coarse_limit, filter=flt)
+            if stage.coarse
+            else None
+        )
         first_stage = qm.Prefetch(
+            prefetch=coarse,
             query=rows,
             using=stage.pooled,
             limit=stage.prefetch,

@@ -47,9 +47,9 @@ from types import TracebackType
 from typing import Any, Literal
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from core.errors import ErrorCode, PageSightError, Stage
+from core.settings import LlmOptions
 
 log = logging.getLogger(__name__)
 
@@ -58,59 +58,6 @@ MAX_BACKOFF_S = 30.0
 
 #: At most this many characters of a server's error body go into an error message.
 _ERROR_TEXT_CHARS = 500
-
-
-class LlmOptions(BaseModel):
-    """The OpenAI-compatible chat server behind grounded answers; unset ``base_url`` = no LLM."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    base_url: str | None = Field(
-        default=None,
-        description=(
-            "OpenAI-style base URL including the version, e.g. http://vllm:8000/v1; "
-            "unset = no LLM configured (answers are disabled)"
-        ),
-    )
-    model: str = Field(
-        default="",
-        description="model name the server serves (vLLM --served-model-name); needed with base_url",
-    )
-    api_key: SecretStr | None = Field(
-        default=None,
-        description="sent as a Bearer token; unset = no header (vLLM without --api-key)",
-    )
-    timeout_s: float = Field(
-        default=60.0,
-        gt=0,
-        description=(
-            "seconds per attempt to connect, and to wait for the reply (non-streaming) or for each "
-            "streamed chunk; also the longest 429 Retry-After that is waited out"
-        ),
-    )
-    max_retries: int = Field(
-        default=2,
-        ge=0,
-        description="retries after the first attempt, on connection errors, timeouts, 5xx and 429",
-    )
-    backoff_s: float = Field(
-        default=0.5,
-        ge=0,
-        description="first retry delay; doubles per retry, with jitter (50-100% of the delay)",
-    )
-    temperature: float = Field(
-        default=0.0,
-        ge=0,
-        le=2,
-        description="sampling temperature; 0 = greedy, so the same evidence gives the same answer",
-    )
-    max_tokens: int = Field(default=512, ge=1, description="most tokens one reply may generate")
-
-    @model_validator(mode="after")
-    def _model_with_url(self) -> LlmOptions:
-        if self.base_url and not self.model:
-            raise ValueError("llm.model is required when llm.base_url is set")
-        return self
 
 
 class LlmError(PageSightError):

@@ -43,13 +43,13 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import ErrorCode, PageSightError, Stage
+from core.settings import RerankerOptions
 from models.hf import model_id_of_dir, quiet_transformers
 
 T = TypeVar("T")
@@ -58,39 +58,6 @@ T = TypeVar("T")
 FUSED_RANKER_ID = "fused-score-passthrough"
 
 _TRUTHY = {"1", "true", "yes", "on"}
-
-
-class RerankerOptions(BaseModel):
-    """The cross-encoder that reranks retrieved passages (``models.reranker``). The embedded
-    profile uses it only when its weights are local; ``model`` may be a directory or a hub id
-    (with ``HF_HUB_OFFLINE=1`` a hub id must already be in the Hugging Face cache)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    model: str = Field(
-        default="BAAI/bge-reranker-v2-m3", description="local model directory or hub id"
-    )
-    name: str | None = Field(
-        default=None, description="model_id reported in traces; unset = hub id or directory name"
-    )
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    batch_size: int = Field(default=16, ge=1, description="(query, passage) pairs per forward pass")
-    max_length: int = Field(
-        default=512, ge=8, description="tokens per pair; the passage is truncated to fit"
-    )
-    enabled: bool | None = Field(
-        default=None,
-        description=(
-            "rerank with the cross-encoder; None = only when `model` is a local directory "
-            "(the embedded profile never downloads weights)"
-        ),
-    )
-
-    @property
-    def active(self) -> bool:
-        if self.enabled is not None:
-            return self.enabled
-        return Path(self.model).expanduser().is_dir()
 
 
 @runtime_checkable

@@ -23,7 +23,13 @@ from index.vectors import (
     SPARSE_VECTOR,
 )
 from ingestion.catalog import Catalog
-from ingestion.ingest import FIRST_STAGE_POOLING, DocumentParseFn, Ingestor, IngestRequest
+from ingestion.ingest import (
+    COARSE_STAGE_POOLING,
+    FIRST_STAGE_POOLING,
+    DocumentParseFn,
+    Ingestor,
+    IngestRequest,
+)
 from ingestion.isolation import parse_isolated
 from models.sparse import Bm25Encoder
 from models.text_embedder import SentenceTransformerEmbedder
@@ -84,6 +90,7 @@ class LocalStack:
                     dim=self.page_embedder.dim,
                     model_id=self.page_embedder.model_id,
                     pooling=FIRST_STAGE_POOLING,
+                    coarse_pooling=COARSE_STAGE_POOLING,
                 ),
             )
         self.catalog = Catalog(settings.data_dir / "catalog.sqlite3")

@@ -29,13 +29,8 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import SecretStr
 
 from core.errors import ErrorCode, PageSightError, Stage
-from models.llm import (
-    ChatMessage,
-    LlmError,
-    LlmOptions,
-    MalformedOutput,
-    OpenAiChatClient,
-)
+from core.settings import LlmOptions
+from models.llm import ChatMessage, LlmError, MalformedOutput, OpenAiChatClient
 
 MODEL = "qwen2.5-7b-instruct"
 MESSAGES = [

@@ -29,11 +29,12 @@ from index.base import (
     MultiVectorSpec,
     SparseVectorSpec,
     VectorStore,
+    coarse_vector_name,
     pooled_vector_name,
 )
 from index.edge import EdgeVectorStore
 from index.qdrant_server import QdrantServerStore
-from models.pooling import pool_rows_cols
+from models.pooling import pool_blocks, pool_rows_cols
 
 DIM = 8
 MV_DIM = 4
@@ -51,6 +52,10 @@ PAGE_SCHEMA_INT8 = IndexSchema.for_pages(
     name="page", dim=PAGE_DIM, model_id="test-colqwen", pooled_quantization="int8"
 )
 POOLED = pooled_vector_name("page")
+COARSE = coarse_vector_name("page")
+PAGE_SCHEMA_COARSE = IndexSchema.for_pages(
+    name="page", dim=PAGE_DIM, model_id="test-colqwen", coarse_pooling="mean-blocks-2x2"
+)
 COLLECTION = "contract__00000000000000000001"
 #: small scroll pages, so a few dozen points already exercise paging
 SCROLL_PAGE = 7
@@ -97,19 +102,20 @@ def page_rows(rng: np.random.Generator, rows: int = PAGE_GRID[0] * PAGE_GRID[1])
 
 
 def make_page(
-    key: str, rows: np.ndarray, grid: tuple[int, int] = PAGE_GRID, **kw: Any
+    key: str,
+    rows: np.ndarray,
+    grid: tuple[int, int] = PAGE_GRID,
+    coarse: bool = False,
+    **kw: Any,
 ) -> IndexPoint:
-    """A page point: its full rows plus their row/column mean-pooled first stage."""
+    """A page point: its full rows plus their row/column mean-pooled first stage (and, with
+    ``coarse``, 2 x 2 block means for a stage 0)."""
     mask = np.arange(len(rows)) >= PROMPT_ROWS
     point = make_point(key, **kw)
-    return point.model_copy(
-        update={
-            "multivector": {
-                "page": rows.tolist(),
-                POOLED: pool_rows_cols(rows, mask, grid).tolist(),
-            }
-        }
-    )
+    vectors = {"page": rows.tolist(), POOLED: pool_rows_cols(rows, mask, grid).tolist()}
+    if coarse:
+        vectors[COARSE] = pool_blocks(rows, mask, grid, (2, 2)).tolist()
+    return point.model_copy(update={"multivector": vectors})
 
 
 def planted_query(rng: np.random.Generator, page: np.ndarray, rows: int = 6) -> list[list[float]]:
@@ -299,6 +305,48 @@ class VectorStoreContract:
                     assert hits[0].score == pytest.approx(
                         float(exact_maxsim(query, [pages[target]])[0]), abs=5e-3
                     )
+        finally:
+            store.close()
+
+    def test_three_stages_equal_exact_and_filter_inside_stage_zero(self, tmp_path: Path) -> None:
+        """With a coarse stage 0 in front: == exact MaxSim when every limit covers the visible
+        pages, and the access filter applies inside stage 0 too (limit 1 would otherwise be
+        taken by a hidden page)."""
+        rng = np.random.default_rng(25)
+        store = self.create(tmp_path, PAGE_SCHEMA_COARSE)
+        try:
+            pages = [make_page(f"p{i}", page_rows(rng), coarse=True) for i in range(24)]
+            content = page_rows(rng)
+            noisy = content + 0.3 * rng.normal(size=content.shape) / np.sqrt(PAGE_DIM)
+            noisy /= np.linalg.norm(noisy, axis=1, keepdims=True)
+            visible = make_page("visible", noisy, coarse=True, acl=["alice"])
+            hidden = make_page("hidden", content, coarse=True, tenant="globex")
+            store.upsert([*pages, visible, hidden])
+            everyone = AccessFilter(tenant="acme")
+            query = planted_query(rng, np.asarray(pages[7].multivector["page"]))
+            exact = exact_maxsim(query, [*pages, visible])
+            hits = store.query_two_stage(
+                "page", POOLED, query, everyone, 10, 25, coarse=COARSE, coarse_limit=25
+            )
+            assert_exact_top_k(hits, exact, [*pages, visible], 10)
+            planted = store.query_two_stage(
+                "page", POOLED, query, everyone, 1, 3, coarse=COARSE, coarse_limit=6
+            )
+            assert ids_of(planted) == [pages[7].id]
+            alice = AccessFilter(tenant="acme", principals=["alice"])
+            leak = content[PROMPT_ROWS : PROMPT_ROWS + 6].tolist()
+            only = store.query_two_stage(
+                "page", POOLED, leak, alice, 1, 1, coarse=COARSE, coarse_limit=1
+            )
+            assert ids_of(only) == [visible.id]
+            with pytest.raises(ValueError, match="coarse_limit"):
+                store.query_two_stage("page", POOLED, query, everyone, 1, 5, coarse=COARSE)
+            with pytest.raises(PageSightError, match="not a pooled stage"):
+                store.query_two_stage(
+                    "page", POOLED, query, everyone, 1, 1, coarse="page", coarse_limit=5
+                )
+            with pytest.raises(PageSightError, match="has multivector 'page' but not"):
+                store.upsert([make_page("no-coarse", page_rows(rng))])
         finally:
             store.close()
 

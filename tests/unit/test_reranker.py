@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 
 from core.errors import ErrorCode, PageSightError, Stage
+from core.settings import RerankerOptions
 from models.reranker import (
     FUSED_RANKER_ID,
     CrossEncoderReranker,
     FusedScoreRanker,
     Ranker,
-    RerankerOptions,
     build_ranker,
 )
 from models.tiny_reranker import build_tiny_cross_encoder
