@@ -298,6 +298,48 @@ class LlmOptions(BaseModel):
         return self
 
 
+class AnswerOptions(BaseModel):
+    """Server-side knobs of the answer pipeline."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    abstain_threshold: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "abstain without generating when the confidence is below this; 0 = never on score "
+            "(calibrate it on the evaluation set)"
+        ),
+    )
+    context_budget_tokens: int = Field(
+        default=3000, ge=64, description="prompt + reply tokens the LLM call may use"
+    )
+    reserve_output_tokens: int = Field(
+        default=512, ge=16, description="part of the budget kept for the reply (its max_tokens)"
+    )
+    max_sentences: int = Field(default=6, ge=1, le=50)
+    policy: Literal["standard", "strict"] = Field(
+        default="standard", description="the server's floor (see AnswerRequest)"
+    )
+    candidate_pool: int = Field(
+        default=30, ge=1, description="passages asked of the candidate search, before reranking"
+    )
+    score_scale: Literal["auto", "probability", "logit"] = Field(
+        default="auto",
+        description=(
+            "how ranker scores map to confidence: probability = clamped to [0, 1], logit = "
+            "sigmoid; auto = probability for the fused-score pass-through, logit otherwise"
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _budget(self) -> AnswerOptions:
+        if self.reserve_output_tokens >= self.context_budget_tokens:
+            raise ValueError("reserve_output_tokens must be below context_budget_tokens")
+        return self
+
+
 class SparseOptions(BaseModel):
     """BM25 term weighting for the sparse (keyword) vectors; the index applies IDF."""
 
@@ -391,6 +433,7 @@ class Settings(BaseSettings):
     sparse: SparseOptions = Field(default_factory=SparseOptions)
     reranker: RerankerOptions = Field(default_factory=RerankerOptions)
     llm: LlmOptions = Field(default_factory=LlmOptions)
+    answer: AnswerOptions = Field(default_factory=AnswerOptions)
     gateway: GatewayOptions = Field(default_factory=GatewayOptions)
     serve: ServeOptions = Field(default_factory=ServeOptions)
 

@@ -31,6 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from core.errors import ErrorCode, PageSightError, Stage
 from core.settings import GatewayOptions
 from core.types import Document, IngestJob
+from gateway.answer import AnswerRequest, AnswerResponse
 from gateway.auth import Caller, KeyRing
 from gateway.backend import ServiceClient
 from gateway.limits import ConcurrencyLimiter, RateLimited
@@ -285,6 +286,19 @@ def create_app(
             )
         found = await timed(service.search(caller, body, request.state.trace_id))
         # Serialised once, here: returning the model would make FastAPI validate it again.
+        return Response(found.model_dump_json(), media_type="application/json")
+
+    @app.post(f"{API_PREFIX}/answer", response_model=AnswerResponse, tags=["search"])
+    async def answer(body: AnswerRequest, request: Request, caller: CallerDep) -> Response:
+        """A grounded answer: sentences quoting (extractive) or generated from (LLM) the
+        retrieved passages, each citing doc, page, elements and boxes; or an abstention."""
+        if len(body.query) > options.max_query_chars:
+            raise PageSightError(
+                ErrorCode.INVALID_REQUEST,
+                Stage.GATEWAY,
+                f"query must be at most {options.max_query_chars} characters",
+            )
+        found = await timed(service.answer(caller, body, request.state.trace_id))
         return Response(found.model_dump_json(), media_type="application/json")
 
     @app.get(f"{API_PREFIX}/traces/{{trace_id}}", response_model=TraceResponse, tags=["search"])

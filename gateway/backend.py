@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from core.types import Document, IngestJob, RetrievalTrace
+from gateway.answer import AnswerRequest, AnswerResponse
 from gateway.auth import Caller
 from gateway.images import PageImage
 from gateway.protocol import DocumentDetail, Readiness, SearchRequest, SearchResponse, UriIngest
@@ -64,6 +65,8 @@ class IndexBackend(Protocol):
     ) -> PageImage | None: ...
 
     def trace(self, caller: Caller, trace_id: str) -> RetrievalTrace | None: ...
+
+    def answer(self, caller: Caller, request: AnswerRequest, trace_id: str) -> AnswerResponse: ...
 
     def readiness(self) -> Readiness: ...
 
@@ -143,6 +146,10 @@ class ServiceClient:
         args = (caller, doc_id, page_number, highlight, image_format)
         image: PageImage | None = await self._invoke("page_image", args, {})
         return image
+
+    async def answer(self, caller: Caller, request: AnswerRequest, trace_id: str) -> AnswerResponse:
+        result: AnswerResponse = await self._invoke("answer", (caller, request, trace_id), {})
+        return result
 
     async def trace(self, caller: Caller, trace_id: str) -> RetrievalTrace | None:
         trace: RetrievalTrace | None = await self._invoke("trace", (caller, trace_id), {})

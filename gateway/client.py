@@ -23,6 +23,7 @@ from urllib.parse import quote
 import httpx
 
 from core.types import BBox, Document, IngestJob, RetrievalTrace, RouteName
+from gateway.answer import AnswerRequest, AnswerResponse
 from gateway.protocol import (
     API_PREFIX,
     Deleted,
@@ -184,6 +185,20 @@ class PageSightClient:
             "POST", "/search", json=body.model_dump(mode="json"), headers=headers
         )
         return SearchResponse.model_validate(response.json())
+
+    def answer(
+        self,
+        query: str,
+        *,
+        route: RouteName | str = RouteName.AUTO,
+        policy: str = "standard",
+        doc_ids: list[str] | None = None,
+    ) -> AnswerResponse:
+        body = AnswerRequest.model_validate(
+            {"query": query, "route": route, "policy": policy, "filters": {"doc_ids": doc_ids}}
+        )
+        response = self._request("POST", "/answer", json=body.model_dump(mode="json"))
+        return AnswerResponse.model_validate(response.json())
 
     def trace(self, trace_id: str) -> RetrievalTrace:
         response = self._request("GET", f"/traces/{_q(trace_id)}")

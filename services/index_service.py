@@ -27,10 +27,17 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from core.errors import ErrorCode, PageSightError, Stage
-from core.ids import make_doc_id
+from core.ids import make_doc_id, point_id
 from core.protocols import PageEmbedder, TextEmbedder
 from core.settings import Settings
-from core.types import AccessFilter, Document, IngestJob, JobState, RetrievalTrace
+from core.types import AccessFilter, Document, IngestJob, JobState, RetrievalTrace, RouteName
+from gateway.answer import (
+    AnswerPipeline,
+    AnswerRequest,
+    AnswerResponse,
+    Passage,
+    passage_from_payload,
+)
 from gateway.auth import Caller
 from gateway.images import (
     MEDIA_TYPES,
@@ -52,6 +59,8 @@ from gateway.sources import SourcePolicy
 from gateway.tracing import current_trace_id
 from index.traces import TraceStore
 from ingestion.ingest import DocumentParseFn, IngestRequest
+from models.llm import OpenAiChatClient
+from models.reranker import build_ranker
 from services.stack import LocalStack
 
 log = logging.getLogger(__name__)
@@ -121,6 +130,7 @@ class IndexService:
         self._search_slots = FifoSlots(settings.retrieval.parallel_searches or os.cpu_count() or 1)
         self._worker: threading.Thread | None = None
         self._warm_error: str | None = None
+        self._answers: AnswerPipeline | None = None
 
     # -- life cycle --------------------------------------------------------------------------
 
@@ -146,6 +156,13 @@ class IndexService:
                 retention_s=self.settings.gateway.trace_retention_days * 86400,
             )
             self._traces.expire()
+            llm = OpenAiChatClient(self.settings.llm) if self.settings.llm.base_url else None
+            self._answers = AnswerPipeline(
+                self._passages,
+                build_ranker(self.settings.reranker),
+                llm,
+                self.settings.answer,
+            )
         except Exception as exc:
             self._warm_error = f"{type(exc).__name__}: {exc}"
             raise
@@ -229,6 +246,37 @@ class IndexService:
 
     def trace(self, caller: Caller, trace_id: str) -> RetrievalTrace | None:
         return self._trace_store().get(caller.tenant, trace_id)
+
+    def answer(self, caller: Caller, request: AnswerRequest, trace_id: str) -> AnswerResponse:
+        """A grounded answer (extractive without an LLM configured, see gateway.answer)."""
+        current_trace_id.set(trace_id)
+        self._ready()
+        assert self._answers is not None
+        access = AccessFilter(tenant=caller.tenant, principals=caller.principals)
+        with self._search_slots:
+            return self._answers.answer(request, access, trace_id)
+
+    def _passages(
+        self, query: str, access: AccessFilter, route: RouteName, limit: int
+    ) -> list[Passage]:
+        """Candidate passages for answers: the retriever's pages, each with its chunks' full
+        text (hits carry snippets only), best page first, chunks in the page's order."""
+        stack = self._ready()
+        result = stack.search(query, access, route, limit)
+        ids = {
+            point_id(access.tenant, chunk_id): (hit, chunk_id)
+            for hit in result.hits
+            for chunk_id in hit.chunk_ids
+            if chunk_id
+        }
+        payloads = stack.store.retrieve(list(ids), access) if ids else {}
+        by_chunk = {ids[pid][1]: payload for pid, payload in payloads.items() if pid in ids}
+        return [
+            passage_from_payload(by_chunk[chunk_id], hit.page_number, hit.score)
+            for hit in result.hits
+            for chunk_id in hit.chunk_ids
+            if chunk_id in by_chunk
+        ][:limit]
 
     # -- ingestion ---------------------------------------------------------------------------
 

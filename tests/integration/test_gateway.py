@@ -296,3 +296,28 @@ def test_caller_is_picklable() -> None:
 
     caller = Caller(key_id="k", tenant="t", principals=["p"])
     assert pickle.loads(pickle.dumps(caller)) == caller
+
+
+def test_answer_quotes_the_document_with_citations(
+    http: TestClient, service: IndexService, tmp_path: Path
+) -> None:
+    """No LLM configured: the answer quotes the ingested page verbatim, cites doc, page and
+    elements, and links the page image; another tenant gets an abstention, not the text."""
+    owner = _client(http, KEY_A)
+    doc_id = _ingest(owner, service, samples.text_pdf(tmp_path / "annual.pdf"))
+    answer = owner.answer("How many parcels did Northwind Logistics move in 2024?", route="text")
+    assert answer.mode == "extractive" and not answer.abstained
+    assert "4.2 million parcels" in answer.answer
+    cited = {(c.doc_id, c.page_number) for c in answer.citations}
+    assert cited == {(doc_id, 1)}
+    citation = answer.citations[0]
+    assert citation.quote and citation.quote in answer.answer
+    assert citation.page_image_url.startswith(f"/v1/documents/{doc_id}/pages/1/image")
+    assert all(s.citations for s in answer.sentences)
+    assert answer.trace_id
+
+    other = _client(http, KEY_B)
+    nothing = other.answer("How many parcels did Northwind Logistics move in 2024?")
+    assert nothing.abstained and nothing.citations == [] and "4.2" not in nothing.answer
+    owner = _client(http, KEY_A)
+    owner.delete(doc_id)
