@@ -147,6 +147,14 @@ def create_app(
                 f"the request took longer than {options.request_timeout_s:g} s",
             ) from exc
 
+    def check_query(query: str) -> None:
+        if len(query) > options.max_query_chars:
+            raise PageSightError(
+                ErrorCode.INVALID_REQUEST,
+                Stage.GATEWAY,
+                f"query must be at most {options.max_query_chars} characters",
+            )
+
     def not_found(what: str) -> PageSightError:
         return PageSightError(ErrorCode.NOT_FOUND, Stage.GATEWAY, f"{what} not found")
 
@@ -278,12 +286,7 @@ def create_app(
             raise PageSightError(
                 ErrorCode.INVALID_REQUEST, Stage.GATEWAY, f"top_k must be <= {options.max_top_k}"
             )
-        if len(body.query) > options.max_query_chars:
-            raise PageSightError(
-                ErrorCode.INVALID_REQUEST,
-                Stage.GATEWAY,
-                f"query must be at most {options.max_query_chars} characters",
-            )
+        check_query(body.query)
         found = await timed(service.search(caller, body, request.state.trace_id))
         # Serialised once, here: returning the model would make FastAPI validate it again.
         return Response(found.model_dump_json(), media_type="application/json")
@@ -292,12 +295,7 @@ def create_app(
     async def answer(body: AnswerRequest, request: Request, caller: CallerDep) -> Response:
         """A grounded answer: sentences quoting (extractive) or generated from (LLM) the
         retrieved passages, each citing doc, page, elements and boxes; or an abstention."""
-        if len(body.query) > options.max_query_chars:
-            raise PageSightError(
-                ErrorCode.INVALID_REQUEST,
-                Stage.GATEWAY,
-                f"query must be at most {options.max_query_chars} characters",
-            )
+        check_query(body.query)
         found = await timed(service.answer(caller, body, request.state.trace_id))
         return Response(found.model_dump_json(), media_type="application/json")
 
