@@ -200,7 +200,12 @@ def _print_jobs(jobs: list[IngestJob]) -> None:
         else:
             status = f"[red]{job.state.value}[/red]"
             detail = f"{job.error_stage}/{job.error_code}: {job.error_message}"
-        out.print(f"{status:<22} {Path(job.path).name}  doc_id={job.doc_id}  {detail}")
+        name = (
+            job.source_uri.removeprefix("upload:")
+            if job.source_uri.startswith("upload:")
+            else Path(job.path).name
+        )
+        out.print(f"{status:<22} {name}  doc_id={job.doc_id}  {detail}")
 
 
 Tenant = Annotated[str, typer.Option(help="tenant that owns the documents")]
