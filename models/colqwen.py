@@ -46,7 +46,6 @@ index schema sees the change and re-indexes.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -60,7 +59,7 @@ import numpy.typing as npt
 from core.errors import ErrorCode, PageSightError, Stage
 from core.protocols import PageEmbedding
 from core.settings import VisualEmbedderOptions
-from models.hf import model_id_of_dir, quiet_transformers
+from models.hf import hub_offline, load_failure, model_id_of_dir, quiet_transformers, resolve_device
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -69,8 +68,6 @@ if TYPE_CHECKING:
 COLQWEN2_DIM = 128
 #: Suffix tokens appended to every query (colpali-engine's ``process_queries`` default).
 QUERY_AUGMENTATION_TOKENS = 10
-
-_TRUTHY = {"1", "true", "yes", "on"}
 
 
 @dataclass(eq=False)
@@ -328,15 +325,7 @@ class ColQwen2Embedder:
     def _load(self) -> None:
         import torch
 
-        device = self.options.device
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        elif device == "cuda" and not torch.cuda.is_available():
-            raise PageSightError(
-                ErrorCode.EMBED_FAILED,
-                Stage.EMBED,
-                "visual embedder device is 'cuda' but none is visible",
-            )
+        device = resolve_device(self.options.device, "visual embedder", Stage.EMBED)
         dtype_name = self.options.dtype
         if dtype_name == "auto":
             dtype_name = "bfloat16" if device == "cuda" else "float32"
@@ -344,8 +333,7 @@ class ColQwen2Embedder:
 
         local = self._local_dir()
         source = str(local) if local is not None else self.options.model
-        offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUTHY
-        local_files_only = offline or local is not None
+        local_files_only = hub_offline() or local is not None
         extra: dict[str, Any] = {}
         if self.options.attn_implementation is not None:
             extra["attn_implementation"] = self.options.attn_implementation
@@ -362,16 +350,8 @@ class ColQwen2Embedder:
                     **extra,
                 )
         except Exception as exc:  # any loader failure (missing files, offline, bad config)
-            hint = (
-                ""
-                if local is not None
-                else " (not a local directory, and not in the Hugging Face cache or offline:"
-                " set PAGESIGHT_VISUAL__MODEL to a local directory)"
-            )
-            raise PageSightError(
-                ErrorCode.EMBED_FAILED,
-                Stage.EMBED,
-                f"could not load ColQwen2 model {source!r}{hint}: {exc}",
+            raise load_failure(
+                "ColQwen2 model", source, local, "PAGESIGHT_VISUAL__MODEL", exc, Stage.EMBED
             ) from exc
         missing = sorted(loading_info.get("missing_keys") or ())
         if missing:

