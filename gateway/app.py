@@ -13,7 +13,6 @@ key cannot probe which ids exist elsewhere.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -418,10 +417,8 @@ def _invalid_body(errors: Any) -> ErrorBody:
 def _parse_json(model: type[UriIngest], raw: bytes) -> UriIngest:
     try:
         return model.model_validate_json(raw)
-    except ValidationError as exc:
+    except ValidationError as exc:  # malformed JSON included: pydantic reports it as one
         raise RequestValidationError(exc.errors()) from exc
-    except json.JSONDecodeError as exc:  # pragma: no cover - pydantic reports these itself
-        raise RequestValidationError([{"loc": ("body",), "msg": str(exc)}]) from exc
 
 
 def _parse_datetime(value: str | None) -> datetime | None:

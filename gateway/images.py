@@ -65,6 +65,17 @@ def page_image_url(doc_id: str, page_number: int, boxes: list[BBox]) -> str:
     return url
 
 
+def media_type_of(image_format: str) -> str:
+    """The media type of ``image_format``; an unknown format is INVALID_REQUEST."""
+    if image_format not in MEDIA_TYPES:
+        raise PageSightError(
+            ErrorCode.INVALID_REQUEST,
+            Stage.GATEWAY,
+            f"format must be one of {sorted(MEDIA_TYPES)}",
+        )
+    return MEDIA_TYPES[image_format]
+
+
 def render_page_image(
     path: Path,
     page_size_pt: tuple[float, float],
@@ -72,10 +83,7 @@ def render_page_image(
     image_format: str = "png",
 ) -> bytes:
     """The stored page image re-encoded, with ``boxes`` outlined (and lightly filled)."""
-    if image_format not in MEDIA_TYPES:
-        raise PageSightError(
-            ErrorCode.INVALID_REQUEST, Stage.GATEWAY, f"format must be one of {list(MEDIA_TYPES)}"
-        )
+    media_type_of(image_format)
     with Image.open(path) as stored:
         image = stored.convert("RGB")
     if boxes:

@@ -610,30 +610,11 @@ class VectorStore(ABC):
         full = self._schema.multivector.get(multivector_name)
         if full is None:
             raise self._unknown_vector("multivector", multivector_name, Stage.QUERY)
-        pooled = self._schema.multivector.get(pooled_name)
-        if pooled is None:
-            raise self._unknown_vector("multivector", pooled_name, Stage.QUERY)
-        if pooled.pooled_from != multivector_name:
-            # The schema validator already guarantees the same dim and distance.
-            raise PageSightError(
-                ErrorCode.INDEX_FAILED,
-                Stage.QUERY,
-                f"multivector {pooled_name!r} of index {self.collection} is not a first stage "
-                f"of {multivector_name!r} (its pooled_from is {pooled.pooled_from!r})",
-            )
+        pooled = self._pooled_stage(pooled_name, multivector_name, "a first stage")
         if prefetch < limit:
             raise ValueError(f"prefetch ({prefetch}) must be at least limit ({limit})")
         if coarse is not None:
-            coarse_spec = self._schema.multivector.get(coarse)
-            if coarse_spec is None:
-                raise self._unknown_vector("multivector", coarse, Stage.QUERY)
-            if coarse_spec.pooled_from != multivector_name:
-                raise PageSightError(
-                    ErrorCode.INDEX_FAILED,
-                    Stage.QUERY,
-                    f"multivector {coarse!r} of index {self.collection} is not a pooled stage "
-                    f"of {multivector_name!r}",
-                )
+            self._pooled_stage(coarse, multivector_name, "a pooled stage")
             if coarse_limit is None or coarse_limit < prefetch:
                 raise ValueError(
                     f"coarse_limit ({coarse_limit}) must be given and at least prefetch "
@@ -666,6 +647,21 @@ class VectorStore(ABC):
         )
         with self._backend_errors(Stage.QUERY, f"two-stage query on {multivector_name!r}"):
             return self._search_two_stage(stage, rows, selection, limit)
+
+    def _pooled_stage(self, name: str, full_name: str, role: str) -> MultiVectorSpec:
+        """The spec of pooled multi-vector ``name``, which must be pooled from ``full_name``
+        (the schema validator already guarantees the same dim and distance)."""
+        spec = self._schema.multivector.get(name)
+        if spec is None:
+            raise self._unknown_vector("multivector", name, Stage.QUERY)
+        if spec.pooled_from != full_name:
+            raise PageSightError(
+                ErrorCode.INDEX_FAILED,
+                Stage.QUERY,
+                f"multivector {name!r} of index {self.collection} is not {role} "
+                f"of {full_name!r} (its pooled_from is {spec.pooled_from!r})",
+            )
+        return spec
 
     def multivectors(self, ids: Sequence[str], name: str) -> dict[str, list[list[float]]]:
         """The stored rows of multi-vector ``name`` of the given points that exist and have it.

@@ -40,8 +40,8 @@ from gateway.answer import (
 )
 from gateway.auth import Caller
 from gateway.images import (
-    MEDIA_TYPES,
     PageImage,
+    media_type_of,
     page_image_url,
     parse_highlight,
     render_page_image,
@@ -112,11 +112,9 @@ class IndexService:
         page_embedder: PageEmbedder | None = None,
     ) -> None:
         self.settings = settings
-        self._engines = {
-            "parse": parse,
-            "ingest_embedder": ingest_embedder,
-            "page_embedder": page_embedder,
-        }
+        self._parse = parse
+        self._ingest_embedder = ingest_embedder
+        self._page_embedder = page_embedder
         self.metrics = ServiceMetrics()
         self.sources = SourcePolicy(
             settings.gateway.uri_allowlist,
@@ -146,9 +144,9 @@ class IndexService:
         try:
             self._stack = LocalStack(
                 self.settings,
-                parse=self._engines["parse"],  # type: ignore[arg-type]
-                ingest_embedder=self._engines["ingest_embedder"],  # type: ignore[arg-type]
-                page_embedder=self._engines["page_embedder"],  # type: ignore[arg-type]
+                parse=self._parse,
+                ingest_embedder=self._ingest_embedder,
+                page_embedder=self._page_embedder,
             )
             self._stack.embedder.warm_up()
             self._traces = TraceStore(
@@ -221,17 +219,7 @@ class IndexService:
         self._trace_store().put(caller.tenant, result.trace, set(result.trace.doc_ids))
         hits = [
             SearchHit(
-                doc_id=h.doc_id,
-                page_number=h.page_number,
-                rank=h.rank,
-                score=h.score,
-                route_scores=h.route_scores,
-                snippet=h.snippet,
-                title=h.title,
-                source_uri=h.source_uri,
-                kinds=h.kinds,
-                chunk_ids=h.chunk_ids,
-                element_ids=h.element_ids,
+                **h.model_dump(exclude={"bboxes"}),
                 evidence=h.bboxes,
                 page_image_url=page_image_url(h.doc_id, h.page_number, h.bboxes),
             )
@@ -367,12 +355,7 @@ class IndexService:
         highlight: str | None = None,
         image_format: str = "png",
     ) -> PageImage | None:
-        if image_format not in MEDIA_TYPES:
-            raise PageSightError(
-                ErrorCode.INVALID_REQUEST,
-                Stage.GATEWAY,
-                f"format must be one of {sorted(MEDIA_TYPES)}",
-            )
+        media_type = media_type_of(image_format)
         boxes = parse_highlight(highlight)
         stack = self._ready()
         page = next(
@@ -385,7 +368,7 @@ class IndexService:
         if not path.is_file():
             return None
         data = render_page_image(path, (page.width, page.height), boxes, image_format)
-        return PageImage(data=data, media_type=MEDIA_TYPES[image_format])
+        return PageImage(data=data, media_type=media_type)
 
     # -- the worker --------------------------------------------------------------------------
 
