@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -287,6 +288,38 @@ class RouteTrace(BaseModel):
     skipped: str | None = Field(default=None, description="why the route did not run")
 
 
+class AnswerTrace(BaseModel):
+    """What the answer step did after retrieval: the audit half of an answered query's trace.
+
+    It records enough to replay the decision by hand: which passages the ranker put first and
+    with what scores, which of them became numbered context, what the LLM was asked and
+    answered (token counts, every attempt's problem), and what the caller got.
+    """
+
+    mode: Literal["llm", "extractive"]
+    ranker: str = Field(description="model_id of the scorer that reranked the candidates")
+    candidates: int = Field(default=0, description="passages the candidate search returned")
+    reranked: list[tuple[str, float]] = Field(
+        default_factory=list, description="(chunk id, score) in rerank order, kept passages only"
+    )
+    context: list[str] = Field(
+        default_factory=list, description="chunk id of each numbered context block, 1 first"
+    )
+    context_tokens: int = Field(default=0, description="estimated tokens of the context blocks")
+    prompt_tokens: int | None = Field(default=None, description="as the LLM server counted them")
+    completion_tokens: int | None = None
+    attempts: list[str] = Field(
+        default_factory=list,
+        description="each LLM attempt's outcome: 'ok' or the problem that made it retry",
+    )
+    confidence: float = 0.0
+    abstained: bool = False
+    reason: str | None = None
+    answer: str = ""
+    cited: list[str] = Field(default_factory=list, description="chunk ids the answer cites")
+    stages_ms: dict[str, float] = Field(default_factory=dict, description="rerank, generate, ...")
+
+
 class RetrievalTrace(BaseModel):
     """What a query did, for debugging and audit (DESIGN.md section 5: a trace per query)."""
 
@@ -304,6 +337,9 @@ class RetrievalTrace(BaseModel):
     doc_ids: list[str] = Field(
         default_factory=list,
         description="every document a candidate came from (deleting one purges the trace)",
+    )
+    answer: AnswerTrace | None = Field(
+        default=None, description="set when the query was a /v1/answer request"
     )
 
 

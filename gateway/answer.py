@@ -37,8 +37,10 @@ Why it is built this way:
 
 from __future__ import annotations
 
+import copy
 import math
 import re
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
@@ -46,7 +48,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.settings import AnswerOptions
-from core.types import AccessFilter, BBox, RouteName
+from core.types import AccessFilter, AnswerTrace, BBox, RetrievalTrace, RouteName
 from gateway.images import page_image_url
 from gateway.protocol import SearchFilters
 from models.llm import ChatMessage, ChatResult, MalformedOutput
@@ -58,7 +60,8 @@ Policy = Literal["standard", "strict"]
 #: The answer text of every abstention.
 ABSTAIN_TEXT = "The documents do not contain this."
 
-#: The JSON the LLM must return (vLLM enforces it with guided decoding).
+#: The JSON the LLM must return (vLLM enforces it with guided decoding); see :func:`answer_schema`
+#: for the copy sent with a request, whose citation numbers are bounded by the context.
 ANSWER_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -81,6 +84,24 @@ ANSWER_SCHEMA: dict[str, Any] = {
 }
 
 SCHEMA_NAME = "grounded_answer"
+
+
+def answer_schema(blocks: int) -> dict[str, Any]:
+    """:data:`ANSWER_SCHEMA` with citations bounded to ``1..blocks``.
+
+    With guided decoding the bounds make an invented citation number impossible to generate
+    (an unbounded integer lets a weak model emit any digits, which also never terminates well);
+    the citation check still runs, for servers that ignore the schema.
+    """
+    schema = copy.deepcopy(ANSWER_SCHEMA)
+    sentence = schema["properties"]["sentences"]["items"]
+    sentence["properties"]["citations"]["items"] = {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": max(1, blocks),
+    }
+    return schema
+
 
 SYSTEM_PROMPT = """\
 You answer a question using only the numbered documents in the user's message.
@@ -517,7 +538,24 @@ class _Attempt:
 
 # -- the pipeline ------------------------------------------------------------------------------
 
-CandidateSearch = Callable[[str, AccessFilter, RouteName, int], list[Passage]]
+
+@dataclass
+class Candidates:
+    """What the candidate search found: passages best first, and the search's own trace."""
+
+    passages: list[Passage]
+    trace: RetrievalTrace | None = None
+
+
+CandidateSearch = Callable[[str, AccessFilter, RouteName, int], Candidates]
+
+
+@dataclass
+class AnsweredQuery:
+    """An answer and its trace: the retrieval trace with :class:`AnswerTrace` filled in."""
+
+    response: AnswerResponse
+    trace: RetrievalTrace
 
 
 class AnswerPipeline:
@@ -549,19 +587,56 @@ class AnswerPipeline:
 
     def answer(self, request: AnswerRequest, access: AccessFilter, trace_id: str) -> AnswerResponse:
         """The grounded answer to ``request`` from what ``access`` may read (module doc)."""
+        return self.run(request, access, trace_id).response
+
+    def run(self, request: AnswerRequest, access: AccessFilter, trace_id: str) -> AnsweredQuery:
+        """:meth:`answer` with its trace: the candidate search's retrieval trace (under
+        ``trace_id``) plus what reranking, context building and generation did."""
+        record = AnswerTrace(mode=self.mode, ranker=self.ranker.model_id)
+        access = _narrow(access, request.filters.doc_ids)
+        pool = max(self.options.candidate_pool, request.top_k_context)
+        found = self.candidates(request.query, access, request.route, pool)
+        response = self._answer(request, access, found.passages, trace_id, record)
+        record.confidence = response.confidence
+        record.abstained = response.abstained
+        record.reason = response.reason
+        record.answer = response.answer
+        record.cited = [c.chunk_id for c in response.citations]
+        if found.trace is not None:
+            trace = found.trace.model_copy(update={"trace_id": trace_id, "answer": record})
+        else:
+            trace = RetrievalTrace(
+                trace_id=trace_id,
+                query=request.query,
+                requested_route=request.route,
+                route=request.route,
+                doc_ids=sorted({p.doc_id for p in found.passages}),
+                answer=record,
+            )
+        return AnsweredQuery(response=response, trace=trace)
+
+    def _answer(
+        self,
+        request: AnswerRequest,
+        access: AccessFilter,
+        found: list[Passage],
+        trace_id: str,
+        record: AnswerTrace,
+    ) -> AnswerResponse:
         options = self.options
         policy: Policy = "strict" if "strict" in (request.policy, options.policy) else "standard"
-        access = _narrow(access, request.filters.doc_ids)
-        pool = max(options.candidate_pool, request.top_k_context)
-        found = self.candidates(request.query, access, request.route, pool)
         if access.doc_ids is not None:  # belt and braces: the search should have done it
             allowed = set(access.doc_ids)
             found = [p for p in found if p.doc_id in allowed]
         found = _unique(found)
+        record.candidates = len(found)
         if not found:
             return self._abstain(trace_id, 0.0, "no passage that you may read matches the question")
 
+        since = time.perf_counter()
         ranked = self._rerank(request.query, found, request.top_k_context)
+        record.stages_ms["rerank"] = _ms_since(since)
+        record.reranked = [(passage.chunk_id, round(score, 6)) for passage, score in ranked]
         if not ranked:
             return self._abstain(trace_id, 0.0, "no passage that you may read matches the question")
         confidence = max(self._confidence(score) for _, score in ranked)
@@ -588,11 +663,19 @@ class AnswerPipeline:
             options.reserve_output_tokens,
             self.count_tokens,
         )
+        record.context = [block.chunk_id for block in blocks]
+        record.context_tokens = sum(self.count_tokens(block.text) for block in blocks)
         if not blocks:
             return self._abstain(trace_id, confidence, "no passage fits the context budget")
+        since = time.perf_counter()
         if self.llm is None:
-            return self._extractive(request.query, blocks, confidence, trace_id, None)
-        return self._generate(self.llm, request.query, blocks, confidence, policy, trace_id)
+            response = self._extractive(request.query, blocks, confidence, trace_id, None)
+        else:
+            response = self._generate(
+                self.llm, request.query, blocks, confidence, policy, trace_id, record
+            )
+        record.stages_ms["generate" if self.llm is not None else "extract"] = _ms_since(since)
+        return response
 
     # -- steps ---------------------------------------------------------------------------------
 
@@ -647,15 +730,16 @@ class AnswerPipeline:
         confidence: float,
         policy: Policy,
         trace_id: str,
+        record: AnswerTrace,
     ) -> AnswerResponse:
         messages = build_messages(query, blocks, self.options.max_sentences)
         numbers = {block.n for block in blocks}
-        first = self._ask(llm, messages, numbers)
+        first = self._ask(llm, messages, numbers, record)
         final = first
         if first.problem is not None:
             correction = [ChatMessage("assistant", first.raw)] if first.raw.strip() else []
             correction.append(ChatMessage("user", _correction(first, sorted(numbers))))
-            second = self._ask(llm, [*messages, *correction], numbers)
+            second = self._ask(llm, [*messages, *correction], numbers, record)
             # The latest reply that parsed; a reply that never parsed falls back below.
             final = second if second.reply is not None or first.reply is None else first
         if final.reply is None:
@@ -709,21 +793,43 @@ class AnswerPipeline:
             trace_id=trace_id,
         )
 
-    def _ask(self, llm: ChatModel, messages: list[ChatMessage], numbers: set[int]) -> _Attempt:
-        """One structured completion, checked: JSON per schema, every citation in ``numbers``.
+    def _ask(
+        self,
+        llm: ChatModel,
+        messages: list[ChatMessage],
+        numbers: set[int],
+        record: AnswerTrace,
+    ) -> _Attempt:
+        """One structured completion, checked: JSON per schema, every citation in ``numbers``;
+        its outcome and token counts go into ``record``.
 
         :class:`~models.llm.MalformedOutput` is a problem to correct; any other
         :class:`~models.llm.LlmError` (server down, request rejected) propagates to the caller.
         """
+        attempt = self._attempt(llm, messages, numbers, record)
+        record.attempts.append(attempt.problem or "ok")
+        return attempt
+
+    def _attempt(
+        self,
+        llm: ChatModel,
+        messages: list[ChatMessage],
+        numbers: set[int],
+        record: AnswerTrace,
+    ) -> _Attempt:
         try:
             result = llm.complete(
                 messages,
-                json_schema=ANSWER_SCHEMA,
+                json_schema=answer_schema(max(numbers, default=1)),
                 schema_name=SCHEMA_NAME,
                 max_tokens=self.options.reserve_output_tokens,
             )
         except MalformedOutput as exc:
             return _Attempt(raw=exc.raw_text, problem=f"not valid JSON: {exc.message}")
+        for name in ("prompt_tokens", "completion_tokens"):
+            count = getattr(result, name)
+            if count is not None:
+                setattr(record, name, (getattr(record, name) or 0) + count)
         try:
             reply = _Reply.model_validate(result.parsed)
         except ValidationError as exc:
@@ -804,6 +910,10 @@ def _unique(passages: list[Passage]) -> list[Passage]:
             seen.add(key)
             out.append(passage)
     return out
+
+
+def _ms_since(since: float) -> float:
+    return round((time.perf_counter() - since) * 1000, 2)
 
 
 def _text_of(passage: Passage) -> str:

@@ -35,7 +35,7 @@ from gateway.answer import (
     AnswerPipeline,
     AnswerRequest,
     AnswerResponse,
-    Passage,
+    Candidates,
     passage_from_payload,
 )
 from gateway.auth import Caller
@@ -242,13 +242,16 @@ class IndexService:
         assert self._answers is not None
         access = AccessFilter(tenant=caller.tenant, principals=caller.principals)
         with self._search_slots:
-            return self._answers.answer(request, access, trace_id)
+            done = self._answers.run(request, access, trace_id)
+        self._trace_store().put(caller.tenant, done.trace, set(done.trace.doc_ids))
+        return done.response
 
     def _passages(
         self, query: str, access: AccessFilter, route: RouteName, limit: int
-    ) -> list[Passage]:
+    ) -> Candidates:
         """Candidate passages for answers: the retriever's pages, each with its chunks' full
-        text (hits carry snippets only), best page first, chunks in the page's order."""
+        text (hits carry snippets only), best page first, chunks in the page's order; and the
+        search's trace, which the answer's trace extends."""
         stack = self._ready()
         result = stack.search(query, access, route, limit)
         ids = {
@@ -259,12 +262,13 @@ class IndexService:
         }
         payloads = stack.store.retrieve(list(ids), access) if ids else {}
         by_chunk = {ids[pid][1]: payload for pid, payload in payloads.items() if pid in ids}
-        return [
+        passages = [
             passage_from_payload(by_chunk[chunk_id], hit.page_number, hit.score)
             for hit in result.hits
             for chunk_id in hit.chunk_ids
             if chunk_id in by_chunk
         ][:limit]
+        return Candidates(passages, result.trace)
 
     # -- ingestion ---------------------------------------------------------------------------
 

@@ -314,7 +314,11 @@ def test_answer_quotes_the_document_with_citations(
     assert citation.quote and citation.quote in answer.answer
     assert citation.page_image_url.startswith(f"/v1/documents/{doc_id}/pages/1/image")
     assert all(s.citations for s in answer.sentences)
-    assert answer.trace_id
+    trace = owner.trace(answer.trace_id)
+    assert trace.answer is not None and trace.answer.mode == "extractive"
+    assert trace.answer.cited == [c.chunk_id for c in answer.citations]
+    assert set(trace.answer.cited) <= set(trace.answer.context)
+    assert trace.answer.answer == answer.answer and trace.routes  # retrieval half kept too
 
     other = _client(http, KEY_B)
     nothing = other.answer("How many parcels did Northwind Logistics move in 2024?")

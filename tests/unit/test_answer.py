@@ -22,7 +22,9 @@ from gateway.answer import (
     ANSWER_SCHEMA,
     AnswerPipeline,
     AnswerRequest,
+    Candidates,
     Passage,
+    answer_schema,
     approx_tokens,
     build_context,
     confidence_of,
@@ -78,9 +80,9 @@ class FakeCandidates:
         self.passages = list(passages)
         self.calls: list[tuple[str, AccessFilter, RouteName, int]] = []
 
-    def __call__(self, query: str, access: AccessFilter, route: RouteName, n: int) -> list[Passage]:
+    def __call__(self, query: str, access: AccessFilter, route: RouteName, n: int) -> Candidates:
         self.calls.append((query, access, route, n))
-        return self.passages[:n]
+        return Candidates(self.passages[:n])
 
 
 class FakeLlm:
@@ -309,7 +311,10 @@ def test_llm_happy_path() -> None:
     assert out.citations[1].quote == "The company employed 1,250 people at the end of 2023."
 
     (call,) = llm.calls
-    assert call["json_schema"] == ANSWER_SCHEMA
+    assert call["json_schema"] == answer_schema(3)
+    cited = call["json_schema"]["properties"]["sentences"]["items"]["properties"]["citations"]
+    assert cited["items"] == {"type": "integer", "minimum": 1, "maximum": 3}
+    assert answer_schema(3)["required"] == ANSWER_SCHEMA["required"]
     assert call["max_tokens"] == 512  # the reserved output is the reply's limit
     system, user = call["messages"]
     assert system.role == "system" and user.role == "user"
@@ -624,3 +629,33 @@ def test_passage_from_payload_keeps_this_pages_boxes() -> None:
         0.4,
         "T",
     )
+
+
+def test_the_trace_records_rerank_context_attempts_and_answer() -> None:
+    llm = FakeLlm(
+        reply(("Revenue was 4.2 billion dollars.", [7])),
+        reply(("Revenue was 4.2 billion dollars.", [1])),
+    )
+    p, _ = pipeline(llm)
+    done = p.run(AnswerRequest(query="What was revenue?"), ACCESS, "trace-9")
+    trace = done.trace
+    assert trace.trace_id == "trace-9" and trace.query == "What was revenue?"
+    assert trace.doc_ids == ["annual-report", "handbook"]
+    record = trace.answer
+    assert record is not None
+    assert record.mode == "llm" and record.ranker == FusedScoreRanker().model_id
+    assert record.candidates == 3
+    assert [chunk for chunk, _ in record.reranked] == ["c-rev", "c-staff", "c-hack"]
+    assert record.context == ["c-rev", "c-staff", "c-hack"] and record.context_tokens > 0
+    assert record.attempts == ["cited documents that do not exist: [7]", "ok"]
+    assert record.answer == done.response.answer and record.cited == ["c-rev"]
+    assert not record.abstained and record.confidence == done.response.confidence
+    assert set(record.stages_ms) == {"rerank", "generate"}
+
+
+def test_an_abstention_is_traced_with_its_reason() -> None:
+    p, _ = pipeline(None, passages=[])
+    done = p.run(AnswerRequest(query="anything"), ACCESS, "t-0")
+    assert done.response.abstained
+    assert done.trace.answer is not None and done.trace.answer.abstained
+    assert done.trace.answer.reason == done.response.reason and done.trace.answer.cited == []
