@@ -51,6 +51,72 @@ class RapidOcrOptions(BaseModel):
 OcrOptions = Annotated[TesseractOptions | RapidOcrOptions, Field(discriminator="kind")]
 
 
+class VlmOptions(BaseModel):
+    """A vision-language model that reads page images into elements, behind an OpenAI-compatible
+    API (vLLM serving e.g. Qwen2.5-VL); unset ``base_url`` = no VLM (the embedded default).
+
+    ``kind`` picks the engine that talks to it: ``openai`` asks for PageSight's own JSON schema
+    (elements with boxes; any instruction-following VLM), ``docling`` runs Docling's VlmPipeline
+    against the same API and reads DocTags (for models trained on them, e.g. granite-docling).
+    The VLM runs after the text-layer/OCR path, so a page it fails on keeps those elements and
+    the job only gets a VLM_FAILED warning (``ingestion.parse.vlm``).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["openai", "docling"] = "openai"
+    base_url: str | None = Field(
+        default=None,
+        description="OpenAI-style base URL including the version, e.g. http://vlm:8000/v1",
+    )
+    model: str = Field(
+        default="", description="served model name; recorded as parser 'vlm:<model>'"
+    )
+    api_key: SecretStr | None = Field(default=None, description="Bearer token; unset = none")
+    pages: Literal["image-only", "figure-heavy", "all"] = Field(
+        default="image-only",
+        description=(
+            "pages sent to the VLM: image-only (the OCR pages), figure-heavy (those, plus pages "
+            "whose pictures and drawings cover figure_min_coverage), or all"
+        ),
+    )
+    figure_min_coverage: float = Field(
+        default=0.04,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "figure-heavy: share of the page covered by figure-sized graphics (images, vector "
+            "drawing clusters at least an inch on each side); a report chart is ~0.05-0.2"
+        ),
+    )
+    max_pages: int = Field(
+        default=200,
+        ge=0,
+        description="pages per document sent at most (image-only pages first); the rest keep "
+        "their text-layer/OCR elements",
+    )
+    concurrency: int = Field(default=4, ge=1, le=64, description="pages in flight at once")
+    dpi: int = Field(default=144, ge=36, le=400, description="page image resolution sent")
+    max_image_pixels: int = Field(
+        default=4_000_000, ge=100_000, description="a larger page is sent at a lower dpi"
+    )
+    timeout_s: float = Field(default=120.0, gt=0, description="seconds per request attempt")
+    max_retries: int = Field(
+        default=1, ge=0, description="retries on connection errors, timeouts, 5xx and 429"
+    )
+    max_tokens: int = Field(default=4096, ge=64, description="most tokens one page reply may use")
+
+    @model_validator(mode="after")
+    def _model_with_url(self) -> VlmOptions:
+        if self.base_url and not self.model:
+            raise ValueError("parse.vlm.model is required when parse.vlm.base_url is set")
+        return self
+
+    @property
+    def active(self) -> bool:
+        return bool(self.base_url)
+
+
 class ParseOptions(BaseModel):
     # RapidOCR is the default: same English CER as Tesseract, more real words on slides, and
     # 2.5 % vs 12 % CER on Japanese (bench/bench_ocr.py); Tesseract is ~2x faster per page.
@@ -66,6 +132,7 @@ class ParseOptions(BaseModel):
         default=None,
         description="enables Docling's standard PDF pipeline (layout weights on local disk)",
     )
+    vlm: VlmOptions = Field(default_factory=VlmOptions)
 
 
 class ChunkOptions(BaseModel):

@@ -3,6 +3,12 @@
 It decides the route per file (PDF / image / Docling formats) and per page (layout model for
 born-digital pages, OCR for image-only ones), renders and stores page images, and assembles the
 elements. It never touches an index; :mod:`ingestion.isolation` runs it in a child process.
+
+With a VLM configured (``parse.vlm``), the pages its profile selects are then read by the VLM
+(:mod:`ingestion.parse.vlm`): its elements replace the OCR elements of an image-only page and
+add tables, figures and equations to a page with a text layer. A page the VLM fails on keeps
+its text-layer/OCR elements and the document gets a VLM_FAILED warning, never a failure: the
+VLM is an improvement on top of a path that works without it.
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ if TYPE_CHECKING:
     import pymupdf
 
     from ingestion.ocr.base import OcrEngine
-    from ingestion.render import PageImageStore, Renderer
+    from ingestion.parse.vlm import VlmPageEngine
+    from ingestion.render import PageImageStore, RenderedPage, Renderer
 
 log = logging.getLogger(__name__)
 
@@ -49,17 +56,20 @@ class SourceInfo:
 
 
 class DocumentParser:
-    """Parses one file. Cheap to construct; the OCR engine and layout model load on first use."""
+    """Parses one file. Cheap to construct; the OCR engine, layout model and VLM client are
+    made on first use."""
 
     def __init__(
         self,
         settings: Settings,
         image_store: PageImageStore | None = None,
         ocr_engine: OcrEngine | None = None,
+        vlm_engine: VlmPageEngine | None = None,
     ) -> None:
         self.settings = settings
         self.image_store = image_store
         self._ocr_engine = ocr_engine
+        self._vlm_engine = vlm_engine
 
     @property
     def ocr_engine(self) -> OcrEngine:
@@ -68,6 +78,15 @@ class DocumentParser:
 
             self._ocr_engine = build_ocr_engine(self.settings.parse.ocr)
         return self._ocr_engine
+
+    @property
+    def vlm_engine(self) -> VlmPageEngine | None:
+        """The configured VLM engine, or None when ``parse.vlm.base_url`` is unset."""
+        if self._vlm_engine is None and self.settings.parse.vlm.active:
+            from ingestion.parse.vlm import build_vlm_engine
+
+            self._vlm_engine = build_vlm_engine(self.settings.parse.vlm)
+        return self._vlm_engine
 
     def parse(
         self, path: Path, source: SourceInfo | None = None, progress: ProgressCallback | None = None
@@ -157,6 +176,9 @@ class DocumentParser:
             pages[n] = page
             advance()
 
+        if self.vlm_engine is not None:
+            self._vlm_pages(doc, renderer, ocr_pages, pages, blocks, warnings)
+
         assembler = ElementAssembler(outline=[tuple(e[:3]) for e in doc.get_toc(simple=True)])
         elements = assembler.assemble(
             document.doc_id,
@@ -206,3 +228,69 @@ class DocumentParser:
         rendered = renderer.render(n, self.settings.parse.ocr_dpi)
         result = self.ocr_engine.recognize(rendered.image)
         return result.engine, ocr_blocks(result, rendered, result.engine)
+
+    def _vlm_pages(
+        self,
+        doc: pymupdf.Document,
+        renderer: Renderer,
+        ocr_pages: set[int],
+        pages: dict[int, Page],
+        blocks: dict[int, list[RawBlock]],
+        warnings: list[ParseWarning],
+    ) -> None:
+        """Let the VLM read the pages its profile selects; see the module docstring for what
+        its elements do to a page's blocks, and :func:`ingestion.parse.vlm.merge_blocks`."""
+        from ingestion.parse.vlm import (
+            VlmFailure,
+            figure_coverage,
+            merge_blocks,
+            parse_pages,
+            select_vlm_pages,
+        )
+        from ingestion.render import dpi_within_pixel_limit
+
+        engine = self.vlm_engine
+        assert engine is not None
+        options = self.settings.parse.vlm
+        selected, over_cap = select_vlm_pages(
+            options,
+            sorted(pages),
+            ocr_pages,
+            lambda n: figure_coverage(doc.load_page(n - 1)),
+        )
+        for n in over_cap:
+            pages[n].warnings.append(
+                f"not read by the VLM: over parse.vlm.max_pages ({options.max_pages})"
+            )
+        if not selected:
+            return
+
+        def render(n: int) -> RenderedPage:
+            width, height = renderer.page_size(n)
+            dpi = dpi_within_pixel_limit(width, height, options.dpi, options.max_image_pixels)
+            return renderer.render(n, dpi)
+
+        outcomes = parse_pages(engine, selected, render, options.concurrency)
+        for n in selected:
+            outcome = outcomes[n]
+            base = blocks.get(n, [])
+            if not isinstance(outcome, VlmFailure) and not outcome and base:
+                outcome = VlmFailure("the VLM's reply had no usable element (empty or off-page)")
+            if isinstance(outcome, VlmFailure):
+                kept = "text-layer" if n not in ocr_pages else "OCR"
+                log.warning("VLM failed on page %d: %s", n, outcome.message)
+                warnings.append(
+                    ParseWarning(
+                        code=ErrorCode.VLM_FAILED,
+                        page_number=n,
+                        message=f"page {n} keeps its {kept} elements: {outcome.message}",
+                    )
+                )
+                continue
+            replace = n in ocr_pages
+            page = pages[n]
+            blocks[n] = merge_blocks(
+                base, outcome, replace=replace, page_area=page.width * page.height
+            )
+            if replace:
+                page.parser = engine.name
