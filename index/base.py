@@ -44,6 +44,7 @@ from types import TracebackType
 from typing import Any, Literal, Self
 
 import numpy as np
+import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from core.errors import ErrorCode, PageSightError, Stage
@@ -563,14 +564,26 @@ class VectorStore(ABC):
         return self._query(name, _sparse(vector, Stage.QUERY), access, limit, fields)
 
     def query_multivector(
-        self, name: str, vectors: Sequence[Sequence[float]], access: AccessFilter, limit: int
+        self,
+        name: str,
+        vectors: Sequence[Sequence[float]],
+        access: AccessFilter,
+        limit: int,
+        ids: Sequence[str] | None = None,
     ) -> list[ScoredPoint]:
-        """Late-interaction (MaxSim) ranking on multi-vector ``name``: an exact full scan."""
+        """Late-interaction (MaxSim) ranking on multi-vector ``name``: an exact full scan.
+
+        ``ids``: score only these points (those ``access`` may see), e.g. to rescore pages
+        other routes found. The engine scores the rows where they are stored instead of
+        shipping them out: on the embedded engine, 30 pages of 790 x 128 rows took ~7 ms this
+        way against ~500 ms for :meth:`vectors_of` plus MaxSim in numpy, because every row
+        value crosses the Python binding as a separate float object.
+        """
         spec = self._schema.multivector.get(name)
         if spec is None:
             raise self._unknown_vector("multivector", name, Stage.QUERY)
         rows = _finite_rows(vectors, spec.dim, f"multivector query on {name!r}", Stage.QUERY)
-        return self._query(name, rows, access, limit)
+        return self._query(name, rows, access, limit, ids=ids)
 
     def query_two_stage(
         self,
@@ -679,6 +692,47 @@ class VectorStore(ABC):
         with self._backend_errors(Stage.QUERY, f"multivectors {name!r}"):
             return self._multivectors(canonical, name)
 
+    def vectors_of(
+        self, ids: Sequence[str], name: str, access: AccessFilter
+    ) -> dict[str, npt.NDArray[np.float32]]:
+        """The stored rows of multi-vector ``name`` of those ``ids`` that ``access`` may see.
+
+        For scoring pages that a query other than a visual one found (a visual rerank of text
+        candidates): unlike :meth:`multivectors`, the access filter travels inside the read,
+        as in :meth:`retrieve`, so ids from anywhere can be passed without leaking another
+        tenant's, principal's or expired page. Ids that do not exist, are not visible or lack
+        ``name`` are absent from the result. Each value is a float32 ``(rows, dim)`` matrix of
+        the rows as stored (float16 storage rounds them; cosine storage normalises them).
+        """
+        if name not in self._schema.multivector:
+            raise self._unknown_vector("multivector", name, Stage.QUERY)
+        self._check_open()
+        canonical = tuple(dict.fromkeys(str(uuid.UUID(i)) for i in ids))
+        selection = Selection.visible_to(access).with_ids(canonical)
+        if selection.matches_nothing:
+            return {}
+        with self._backend_errors(Stage.QUERY, f"vectors_of {name!r}"):
+            return {
+                point: np.asarray(rows, dtype=np.float32)
+                for point, rows in self._scroll_multivectors(selection, name)
+            }
+
+    def visible_points(
+        self, access: AccessFilter, fields: Sequence[str] | None = None
+    ) -> list[StoredPoint]:
+        """Every point ``access`` may see, in id order; only ``fields`` of the payload if given.
+
+        Narrow it with ``access.doc_ids``: without them it reads a whole tenant. This is how a
+        caller that knows pages by (doc_id, page_number) but not their version finds their
+        point ids without deriving them, and without seeing what the caller may not.
+        """
+        self._check_open()
+        selection = Selection.visible_to(access)
+        if selection.matches_nothing:
+            return []
+        with self._backend_errors(Stage.QUERY, "visible_points"):
+            return list(self._scroll(selection, None if fields is None else list(fields)))
+
     def retrieve(
         self, ids: Sequence[str], access: AccessFilter | None = None
     ) -> dict[str, dict[str, Any]]:
@@ -771,6 +825,13 @@ class VectorStore(ABC):
     def _multivectors(self, ids: list[str], name: str) -> dict[str, list[list[float]]]: ...
 
     @abstractmethod
+    def _scroll_multivectors(
+        self, selection: Selection, name: str
+    ) -> Iterator[tuple[str, list[list[float]]]]:
+        """``(id, rows of multi-vector name)`` of every selected point that has it, a page
+        (``self._scroll_page``) at a time; ``selection``'s filter is applied inside the read."""
+
+    @abstractmethod
     def _scroll(self, selection: Selection, fields: list[str] | None) -> Iterator[StoredPoint]:
         """All selected points a page (``self._scroll_page``) at a time, in id order; only
         ``fields`` of the payload when given."""
@@ -793,11 +854,14 @@ class VectorStore(ABC):
         access: AccessFilter,
         limit: int,
         fields: Sequence[str] | None = None,
+        ids: Sequence[str] | None = None,
     ) -> list[ScoredPoint]:
         self._check_open()
         if limit < 1:
             raise ValueError(f"limit must be positive, got {limit}")
         selection = Selection.visible_to(access)
+        if ids is not None:
+            selection = selection.with_ids(list(dict.fromkeys(str(uuid.UUID(i)) for i in ids)))
         if selection.matches_nothing:
             return []
         with self._backend_errors(Stage.QUERY, f"query on {name!r}"):

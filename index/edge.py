@@ -21,7 +21,7 @@ import os
 import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import qdrant_edge as qe
 
@@ -380,6 +380,31 @@ class EdgeVectorStore(VectorStore):
             if isinstance(rows, list):
                 out[str(record.id)] = [list(row) for row in rows]  # type: ignore[arg-type]
         return out
+
+    def _scroll_multivectors(
+        self, selection: Selection, name: str
+    ) -> Iterator[tuple[str, list[list[float]]]]:
+        # A filtered scroll, not retrieve(ids): the engine's retrieve takes no filter.
+        flt = edge_filter(selection)
+        offset: Any = None
+        while True:
+            records, offset = self._shard.scroll(
+                qe.ScrollRequest(
+                    offset=offset,
+                    limit=self._scroll_page,
+                    filter=flt,
+                    with_payload=False,
+                    with_vector=[name],
+                )
+            )
+            for record in records:
+                vectors = record.vector
+                rows = vectors.get(name) if isinstance(vectors, dict) else None
+                if isinstance(rows, list):
+                    # ``name`` is a multi-vector of the schema (checked by vectors_of).
+                    yield str(record.id), cast("list[list[float]]", rows)
+            if offset is None:
+                return
 
     def _scroll(self, selection: Selection, fields: list[str] | None) -> Iterator[StoredPoint]:
         flt = edge_filter(selection)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
@@ -318,6 +318,29 @@ class QdrantServerStore(VectorStore):
                 rows = vectors[name]
                 out[str(record.id)] = [[float(v) for v in row] for row in rows]  # type: ignore[union-attr]
         return out
+
+    def _scroll_multivectors(
+        self, selection: Selection, name: str
+    ) -> Iterator[tuple[str, list[list[float]]]]:
+        # A filtered scroll, not retrieve(ids): retrieve takes no filter.
+        flt = qdrant_filter(selection)
+        offset: Any = None
+        while True:
+            records, offset = self._client.scroll(
+                self._collection,
+                scroll_filter=flt,
+                limit=self._scroll_page,
+                offset=offset,
+                with_payload=False,
+                with_vectors=[name],
+            )
+            for record in records:
+                vectors = record.vector
+                if isinstance(vectors, dict) and name in vectors:
+                    # ``name`` is a multi-vector of the schema (checked by vectors_of).
+                    yield str(record.id), cast("list[list[float]]", vectors[name])
+            if offset is None:
+                return
 
     def _scroll(self, selection: Selection, fields: list[str] | None) -> Iterator[StoredPoint]:
         flt = qdrant_filter(selection)

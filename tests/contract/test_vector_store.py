@@ -388,6 +388,95 @@ class VectorStoreContract:
         assert len(pooled) == PAGE_GRID[0] + PAGE_GRID[1]
         assert page_store.multivectors([], "page") == {}
 
+    def test_vectors_of_reads_only_what_access_may_see(self, page_store: VectorStore) -> None:
+        """vectors_of filters inside the read, as retrieve does: every hidden page's id is
+        asked for and none comes back; a visible page's rows score exactly as the store does."""
+        rng = np.random.default_rng(26)
+        visible = [make_page(f"p{i}", page_rows(rng), acl=["alice"]) for i in range(3)]
+        hidden = [
+            make_page("other-tenant", page_rows(rng), tenant="globex"),
+            make_page("bob-only", page_rows(rng), acl=["bob"]),
+            make_page("expired", page_rows(rng), valid_until=time.time() - 3600),
+            make_page("other-doc", page_rows(rng), doc_id="doc-2", acl=["alice"]),
+        ]
+        page_store.upsert([*visible, *hidden])
+        alice = AccessFilter(tenant="acme", principals=["alice"], doc_ids=["doc-1"])
+        missing = make_point("never-written").id
+        asked = [p.id for p in [*hidden, *visible]] + [missing, visible[0].id]
+        stored = page_store.vectors_of(asked, "page", alice)
+        assert set(stored) == {p.id for p in visible}
+        for page in visible:
+            rows = stored[page.id]
+            assert rows.dtype == np.float32 and rows.shape == (len(page.multivector["page"]), 16)
+            assert np.allclose(rows, np.asarray(page.multivector["page"]), atol=2e-3)  # float16
+        query = planted_query(rng, np.asarray(visible[1].multivector["page"]))
+        hits = page_store.query_multivector("page", query, alice, limit=10)
+        q = np.asarray(query, dtype=np.float32)
+        mine = {pid: float((q @ rows.T).max(axis=1).sum()) for pid, rows in stored.items()}
+        assert {h.id: h.score for h in hits} == pytest.approx(mine, abs=5e-3)
+        pooled = page_store.vectors_of([visible[0].id], POOLED, alice)[visible[0].id]
+        assert pooled.shape == (PAGE_GRID[0] + PAGE_GRID[1], 16)
+        admin = AccessFilter(tenant="acme")  # principals=None: every ACL, still one tenant
+        assert set(page_store.vectors_of(asked, "page", admin)) == {
+            *(p.id for p in visible),
+            hidden[1].id,
+            hidden[3].id,
+        }
+        assert page_store.vectors_of([], "page", alice) == {}
+        assert page_store.vectors_of(asked, "page", alice.model_copy(update={"doc_ids": []})) == {}
+        with pytest.raises(PageSightError, match="no multivector vector 'nope'"):
+            page_store.vectors_of(asked, "nope", alice)
+
+    def test_multivector_query_scores_only_the_given_visible_ids(
+        self, page_store: VectorStore
+    ) -> None:
+        """query_multivector(ids=...): the exact MaxSim of just those points, filtered by
+        access as every query is (a hidden page asked for by id is not scored)."""
+        rng = np.random.default_rng(28)
+        pages = [make_page(f"p{i}", page_rows(rng), acl=["alice"]) for i in range(12)]
+        hidden = make_page("bob-only", page_rows(rng), acl=["bob"])
+        page_store.upsert([*pages, hidden])
+        alice = AccessFilter(tenant="acme", principals=["alice"])
+        query = planted_query(rng, np.asarray(pages[0].multivector["page"]))
+        everything = {h.id: h.score for h in page_store.query_multivector("page", query, alice, 20)}
+        asked = [pages[7].id, hidden.id, pages[0].id, pages[3].id, make_point("none").id]
+        hits = page_store.query_multivector("page", query, alice, 10, ids=asked)
+        assert ids_of(hits) == [
+            p.id for p in sorted([pages[0], pages[3], pages[7]], key=lambda p: -everything[p.id])
+        ]
+        assert {h.id: h.score for h in hits} == pytest.approx(
+            {h.id: everything[h.id] for h in hits}, abs=1e-5
+        )
+        assert len(page_store.query_multivector("page", query, alice, 1, ids=asked)) == 1
+        assert page_store.query_multivector("page", query, alice, 5, ids=[]) == []
+
+    def test_visible_points_finds_pages_by_document(self, store: VectorStore) -> None:
+        """visible_points: the access-filtered listing a caller uses to find point ids it
+        cannot derive (a page's id needs the document's version); paged, fields cut."""
+        rng = np.random.default_rng(27)
+        points = [
+            make_point(f"c{i}", doc_id=f"doc-{i % 3}", dense=unit(rng), page_number=i)
+            for i in range(20)
+        ]
+        hidden = [
+            make_point("other-tenant", doc_id="doc-0", dense=unit(rng), tenant="globex"),
+            make_point("bob-only", doc_id="doc-0", dense=unit(rng), acl=["bob"]),
+            make_point("expired", doc_id="doc-0", dense=unit(rng), valid_until=time.time() - 1),
+        ]
+        store.upsert([*points, *hidden])
+        alice = AccessFilter(tenant="acme", principals=["alice"], doc_ids=["doc-0", "doc-2"])
+        found = store.visible_points(alice, fields=["doc_id", "page_number"])
+        expected = [p for p in points if p.payload["doc_id"] in {"doc-0", "doc-2"}]
+        assert sorted(p.id for p in found) == sorted(p.id for p in expected)
+        assert [p.id for p in found] == sorted(p.id for p in found)  # id order
+        assert all(set(p.payload) == {"doc_id", "page_number"} for p in found)
+        assert {p.id: p.payload["page_number"] for p in found} == {
+            p.id: p.payload["page_number"] for p in expected
+        }
+        assert store.visible_points(alice.model_copy(update={"doc_ids": []})) == []
+        full = store.visible_points(AccessFilter(tenant="acme", doc_ids=["doc-0"]))
+        assert {p.payload["text"] for p in full} >= {"bob-only", "c0"}
+
     # -- writes --
 
     def test_upsert_is_idempotent_and_overwrites(self, store: VectorStore) -> None:
