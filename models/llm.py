@@ -543,7 +543,9 @@ def _parse_structured(
     """
     cut = " (cut at max_tokens)" if finish_reason == "length" else ""
     try:
-        parsed = json.loads(text)
+        # strict=False: guided decoding (xgrammar) can emit raw control characters inside a
+        # string, which strict JSON forbids though the reply is otherwise complete and valid.
+        parsed = json.loads(text, strict=False)
     except ValueError as exc:
         raise MalformedOutput(
             f"the model's reply is not valid JSON{cut}: {exc}",
