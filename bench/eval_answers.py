@@ -23,6 +23,8 @@ retrieval scoped to exactly those documents. Scored (see ../shared/eval/README.m
         --unanswerable ../shared/eval/questions_unanswerable.jsonl --subset smoke \\
         --out var/bench/answers_smoke.json
 
+``--crag on`` grades the candidates and corrects the search once before answering
+(``gateway.corrective``); run it with ``on`` and ``off`` to compare on the same questions.
 ``--data-dir`` keeps the index between runs (unchanged files are not parsed again) and may hold
 more documents than the run uses: retrieval is filtered to the run's documents inside the
 engine. ``--llm-url`` answers with an OpenAI-compatible server (vLLM) instead of extractively.
@@ -112,6 +114,12 @@ def main() -> None:
     ap.add_argument("--llm-url", help="OpenAI-compatible base URL (…/v1); unset = extractive")
     ap.add_argument("--llm-model", default=None, help="model name the server serves")
     ap.add_argument("--abstain-threshold", type=float, default=None, help="override the config")
+    ap.add_argument(
+        "--crag",
+        choices=["on", "off"],
+        default="off",
+        help="corrective retrieval (grade, rewrite or widen once) before answering",
+    )
     ap.add_argument("--data-dir", type=Path, help="keep the index here (default: a temp dir)")
     ap.add_argument("--limit", type=int, default=0, help="ask at most this many of each set")
     ap.add_argument("--out", type=Path, required=True)
@@ -143,8 +151,10 @@ def main() -> None:
         overrides: dict[str, Any] = {"data_dir": args.data_dir or Path(tmp)}
         if args.llm_url:
             overrides["llm"] = {"base_url": args.llm_url, "model": args.llm_model or "default"}
+        answer: dict[str, Any] = {"corrective": {"enabled": args.crag == "on"}}
         if args.abstain_threshold is not None:
-            overrides["answer"] = {"abstain_threshold": args.abstain_threshold}
+            answer["abstain_threshold"] = args.abstain_threshold
+        overrides["answer"] = answer
         settings = Settings(**overrides)
         started = time.perf_counter()
         with LocalStack(settings) as stack:
@@ -195,6 +205,11 @@ def main() -> None:
                                 c.chunk_id in context for c in response.citations
                             ),
                             "reason": response.reason,
+                            "corrective": (
+                                trace.answer.corrective.action
+                                if trace and trace.answer and trace.answer.corrective
+                                else None
+                            ),
                             "ms": round(elapsed_ms, 1),
                         }
                     )
@@ -208,6 +223,7 @@ def main() -> None:
             "exclude_subset": args.exclude_subset,
             "route": args.route,
             "mode": "llm" if args.llm_url else "extractive",
+            "crag": args.crag,
             "abstain_threshold": settings.answer.abstain_threshold,
             "ranker": settings.reranker.model if settings.reranker.active else "fused",
             "docs": len(names),

@@ -288,6 +288,64 @@ class RouteTrace(BaseModel):
     skipped: str | None = Field(default=None, description="why the route did not run")
 
 
+class Grade(StrEnum):
+    """How well one retrieved passage serves the question (corrective retrieval, CRAG)."""
+
+    CORRECT = "correct"  # states (part of) the answer
+    AMBIGUOUS = "ambiguous"  # on topic, but does not clearly state the answer
+    INCORRECT = "incorrect"  # unrelated: it cannot help answer
+
+
+class GradeRecord(BaseModel):
+    """One passage's grade in one round of corrective retrieval."""
+
+    round: int = Field(ge=0, description="0 = the first retrieval, 1 = the corrective round")
+    chunk_id: str
+    doc_id: str
+    page_number: int
+    grade: Grade
+    source: Literal["llm", "score"] = Field(description="an LLM's verdict, or a score band")
+    reason: str | None = Field(
+        default=None, description="the score and band, or why grading failed"
+    )
+    cached: bool = Field(default=False, description="reused, not graded again")
+
+
+class CorrectiveTrace(BaseModel):
+    """What corrective retrieval did: every grade, the decision, the rewrite or widening, and
+    which candidates the answer step got, so the outcome can be replayed by hand."""
+
+    query: str = Field(default="", description="the question every passage is graded against")
+    grader: str = Field(description="'llm:<model>' or 'score-bands[lo, hi)'")
+    grade_top_k: int = Field(description="passages graded per round, at most")
+    grades: list[GradeRecord] = Field(default_factory=list)
+    decision: Grade | None = Field(default=None, description="over the first round's grades")
+    action: Literal["pass", "rewrite", "widen", "abstain"] = "pass"
+    corrected_decision: Grade | None = Field(
+        default=None, description="over the corrective round's grades; None without one"
+    )
+    used: Literal["original", "corrected", "none"] = Field(
+        default="original", description="whose candidates went on to the answer step"
+    )
+    rounds: int = Field(default=0, ge=0, le=1, description="corrective rounds run (at most 1)")
+    rewritten_query: str | None = None
+    rewrite_source: Literal["llm", "keywords"] | None = None
+    widened_route: RouteName | None = None
+    widened_top_k: int | None = None
+    dropped: list[str] = Field(
+        default_factory=list, description="chunk ids graded incorrect and taken out"
+    )
+    abstained: bool = False
+    reason: str | None = Field(default=None, description="why it abstained")
+    cache_hits: int = 0
+    cache_misses: int = 0
+    llm_calls: int = 0
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    steps: list[str] = Field(default_factory=list, description="every decision, in words")
+    stages_ms: dict[str, float] = Field(default_factory=dict, description="grade, rewrite, ...")
+
+
 class AnswerTrace(BaseModel):
     """What the answer step did after retrieval: the audit half of an answered query's trace.
 
@@ -298,9 +356,13 @@ class AnswerTrace(BaseModel):
 
     mode: Literal["llm", "extractive"]
     ranker: str = Field(description="model_id of the scorer that reranked the candidates")
+    visual_ranker: str | None = Field(
+        default=None, description="model_id of the page model whose MaxSim order was fused in"
+    )
     candidates: int = Field(default=0, description="passages the candidate search returned")
-    reranked: list[tuple[str, float]] = Field(
-        default_factory=list, description="(chunk id, score) in rerank order, kept passages only"
+    reranked: list[tuple[str, float | None]] = Field(
+        default_factory=list,
+        description="(chunk id, score) in rerank order, kept passages only; None = not scored",
     )
     context: list[str] = Field(
         default_factory=list, description="chunk id of each numbered context block, 1 first"
@@ -318,6 +380,9 @@ class AnswerTrace(BaseModel):
     answer: str = ""
     cited: list[str] = Field(default_factory=list, description="chunk ids the answer cites")
     stages_ms: dict[str, float] = Field(default_factory=dict, description="rerank, generate, ...")
+    corrective: CorrectiveTrace | None = Field(
+        default=None, description="set when corrective retrieval graded the candidates"
+    )
 
 
 class RetrievalTrace(BaseModel):

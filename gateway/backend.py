@@ -6,24 +6,34 @@ built with an *invoker* that turns ``(method name, args, kwargs)`` into an await
 process that is a call on a worker thread; under Ray it is ``handle.<method>.remote(...)``
 (:mod:`services.app`). :class:`IndexBackend` is the interface the service implements
 (``services.index_service.IndexService``).
+
+Streamed results (a streamed answer) go through a *stream invoker* instead, which turns a
+generator method of the service into an async iterator: in process, each ``next()`` runs on a
+worker thread (:func:`iterate_on`); under Ray, ``handle.options(stream=True).<method>``
+streams the items of the deployment's generator method.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
+import contextvars
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, Protocol
 
+from core.errors import ErrorCode, PageSightError, Stage
 from core.types import Document, IngestJob, RetrievalTrace
-from gateway.answer import AnswerRequest, AnswerResponse
+from gateway.answer import AnswerEvent, AnswerRequest, AnswerResponse
 from gateway.auth import Caller
 from gateway.images import PageImage
 from gateway.protocol import DocumentDetail, Readiness, SearchRequest, SearchResponse, UriIngest
 
 #: (method name, positional args, keyword args) -> the awaitable result
 Invoker = Callable[[str, tuple[Any, ...], dict[str, Any]], Awaitable[Any]]
+#: (generator method name, positional args, keyword args) -> its items, asynchronously
+StreamInvoker = Callable[[str, tuple[Any, ...], dict[str, Any]], AsyncIterator[Any]]
 
 
 class IndexBackend(Protocol):
@@ -68,6 +78,10 @@ class IndexBackend(Protocol):
 
     def answer(self, caller: Caller, request: AnswerRequest, trace_id: str) -> AnswerResponse: ...
 
+    def answer_stream(
+        self, caller: Caller, request: AnswerRequest, trace_id: str
+    ) -> Iterator[AnswerEvent]: ...
+
     def readiness(self) -> Readiness: ...
 
     def metrics_text(self) -> bytes: ...
@@ -76,8 +90,9 @@ class IndexBackend(Protocol):
 class ServiceClient:
     """Async, typed calls of an :class:`IndexBackend`, however it is reached."""
 
-    def __init__(self, invoke: Invoker) -> None:
+    def __init__(self, invoke: Invoker, stream: StreamInvoker | None = None) -> None:
         self._invoke = invoke
+        self._stream = stream or _no_streams
 
     @classmethod
     def in_process(cls, service: IndexBackend, threads: int = 8) -> ServiceClient:
@@ -90,7 +105,10 @@ class ServiceClient:
                 pool, lambda: method(*args, **kwargs)
             )
 
-        return cls(invoke)
+        def stream(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> AsyncIterator[Any]:
+            return iterate_on(pool, functools.partial(getattr(service, name), *args, **kwargs))
+
+        return cls(invoke, stream)
 
     async def search(self, caller: Caller, request: SearchRequest, trace_id: str) -> SearchResponse:
         result: SearchResponse = await self._invoke("search", (caller, request, trace_id), {})
@@ -151,6 +169,13 @@ class ServiceClient:
         result: AnswerResponse = await self._invoke("answer", (caller, request, trace_id), {})
         return result
 
+    def answer_stream(
+        self, caller: Caller, request: AnswerRequest, trace_id: str
+    ) -> AsyncIterator[AnswerEvent]:
+        """The streamed answer's events (tokens, then the checked answer); nothing is asked of
+        the service until the first item is awaited."""
+        return self._stream("answer_stream", (caller, request, trace_id), {})
+
     async def trace(self, caller: Caller, trace_id: str) -> RetrievalTrace | None:
         trace: RetrievalTrace | None = await self._invoke("trace", (caller, trace_id), {})
         return trace
@@ -162,3 +187,54 @@ class ServiceClient:
     async def metrics_text(self) -> bytes:
         text: bytes = await self._invoke("metrics_text", (), {})
         return text
+
+
+_END = object()
+
+
+async def iterate_on(pool: Executor, start: Callable[[], Iterator[Any]]) -> AsyncIterator[Any]:
+    """The items of the blocking iterator ``start()`` returns, each ``next()`` run on ``pool``.
+
+    Steps never overlap (each is awaited before the next is submitted), and all of them run in
+    one copied context, so a context variable the generator sets (the trace id) holds across
+    its steps whichever worker thread runs them. When this iterator is closed early (the client
+    went away, a timeout), the generator is closed on the pool after any step still running,
+    never concurrently with it: closing the answer generator closes the LLM's stream.
+    """
+    context = contextvars.copy_context()
+    iterator = context.run(start)
+    pending: Future[Any] | None = None
+    try:
+        while True:
+            pending = pool.submit(functools.partial(context.run, _step, iterator))
+            item = await asyncio.wrap_future(pending)
+            pending = None
+            if item is _END:
+                return
+            yield item
+    finally:
+        close = functools.partial(pool.submit, context.run, _close, iterator)
+        if pending is None:
+            close()
+        else:  # a step is still running on a worker: close after it, not beside it
+            pending.add_done_callback(lambda _done: close())
+
+
+def _step(iterator: Iterator[Any]) -> Any:
+    return next(iterator, _END)
+
+
+def _close(iterator: Iterator[Any]) -> None:
+    closer = getattr(iterator, "close", None)
+    if closer is not None:
+        closer()
+
+
+async def _no_streams(
+    name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> AsyncIterator[Any]:
+    """The stream invoker of a client built without one: streamed calls are unavailable."""
+    raise PageSightError(
+        ErrorCode.UNAVAILABLE, Stage.GATEWAY, f"this backend cannot stream ({name})"
+    )
+    yield  # pragma: no cover  (makes this an async generator)

@@ -5,6 +5,11 @@
         client.wait_for_job(job.job_id)
         for hit in client.search("revenue by segment chart", route="hybrid").hits:
             print(hit.doc_id, hit.page_number, hit.score)
+        for event in client.answer_stream("What drove fuel costs?"):
+            if isinstance(event, AnswerToken):
+                print(event.text, end="", flush=True)  # provisional: replaced by the answer
+            else:
+                print("\n", event.answer, event.citations)  # the checked answer, always last
 
 Errors come back as :class:`ApiError` with the HTTP status and the server's stage error code,
 never as a bare ``httpx`` exception.
@@ -13,17 +18,17 @@ never as a bare ``httpx`` exception.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import quote
 
 import httpx
 
 from core.types import BBox, Document, IngestJob, RetrievalTrace, RouteName
-from gateway.answer import AnswerRequest, AnswerResponse
+from gateway.answer import AnswerEvent, AnswerRequest, AnswerResponse, AnswerToken
 from gateway.protocol import (
     API_PREFIX,
     Deleted,
@@ -200,6 +205,61 @@ class PageSightClient:
         response = self._request("POST", "/answer", json=body.model_dump(mode="json"))
         return AnswerResponse.model_validate(response.json())
 
+    def answer_stream(
+        self,
+        query: str,
+        *,
+        route: RouteName | str = RouteName.AUTO,
+        policy: str = "standard",
+        doc_ids: list[str] | None = None,
+    ) -> Iterator[AnswerEvent]:
+        """:meth:`answer` as it is written: :class:`AnswerToken` s, then the checked
+        :class:`AnswerResponse`, always last. Show the tokens while they come, then replace them
+        with the final ``answer`` (sentences that failed the citation check were already sent:
+        they are in its ``withheld``, not in its ``answer``).
+
+        An error before the stream starts raises :class:`ApiError` as any call does; one in the
+        middle (``event: error``) raises it with ``status`` 200, the status already sent.
+        Closing the iterator early closes the connection, which stops the generation.
+        """
+        body = AnswerRequest.model_validate(
+            {
+                "query": query,
+                "route": route,
+                "policy": policy,
+                "filters": {"doc_ids": doc_ids},
+                "stream": True,
+            }
+        )
+        with self._http.stream(
+            "POST", API_PREFIX + "/answer", json=body.model_dump(mode="json")
+        ) as response:
+            if not response.is_success:
+                response.read()
+                _raise_for(response)
+            for event, data in _sse_events(response.iter_lines()):
+                if event == "token":
+                    yield AnswerToken.model_validate_json(data)
+                elif event == "answer":
+                    yield AnswerResponse.model_validate_json(data)
+                    return
+                elif event == "error":
+                    error = ErrorResponse.model_validate_json(data).error
+                    raise ApiError(
+                        response.status_code,
+                        error.code,
+                        error.stage,
+                        error.message,
+                        error.trace_id,
+                    )
+        raise ApiError(
+            response.status_code,
+            "HTTP_ERROR",
+            "transport",
+            "the answer stream ended without an answer event",
+            response.headers.get("x-trace-id"),
+        )
+
     def trace(self, trace_id: str) -> RetrievalTrace:
         response = self._request("GET", f"/traces/{_q(trace_id)}")
         return TraceResponse.model_validate(response.json()).trace
@@ -226,21 +286,7 @@ class PageSightClient:
         response = self._http.request(method, API_PREFIX + path, **kwargs)
         if response.is_success:
             return response
-        retry_after = response.headers.get("retry-after")
-        try:
-            error = ErrorResponse.model_validate(response.json()).error
-            code, stage, message, trace_id = error.code, error.stage, error.message, error.trace_id
-        except Exception:  # not our error body (a proxy in between): keep what there is
-            code, stage, message = "HTTP_ERROR", "transport", response.text[:500]
-            trace_id = response.headers.get("x-trace-id")
-        raise ApiError(
-            response.status_code,
-            code,
-            stage,
-            message,
-            trace_id,
-            float(retry_after) if retry_after else None,
-        )
+        _raise_for(response)
 
     def close(self) -> None:
         if self._owned:
@@ -256,6 +302,43 @@ class PageSightClient:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _raise_for(response: httpx.Response) -> NoReturn:
+    """The :class:`ApiError` of a non-2xx response (its body read already)."""
+    retry_after = response.headers.get("retry-after")
+    try:
+        error = ErrorResponse.model_validate(response.json()).error
+        code, stage, message, trace_id = error.code, error.stage, error.message, error.trace_id
+    except Exception:  # not our error body (a proxy in between): keep what there is
+        code, stage, message = "HTTP_ERROR", "transport", response.text[:500]
+        trace_id = response.headers.get("x-trace-id")
+    raise ApiError(
+        response.status_code,
+        code,
+        stage,
+        message,
+        trace_id,
+        float(retry_after) if retry_after else None,
+    )
+
+
+def _sse_events(lines: Iterable[str]) -> Iterator[tuple[str, str]]:
+    """``(event, data)`` of each server-sent event (``message`` when unnamed); comments and
+    other fields are skipped, several ``data:`` lines are joined with newlines."""
+    event = "message"
+    data: list[str] = []
+    for line in lines:
+        if not line:
+            if data:
+                yield event, "\n".join(data)
+            event, data = "message", []
+        elif line.startswith("event:"):
+            event = line[6:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+    if data:
+        yield event, "\n".join(data)
 
 
 def _q(value: str) -> str:

@@ -13,8 +13,8 @@ Two rankers implement :class:`Ranker`:
 * :class:`FusedScoreRanker` — a **pass-through**: it re-orders nothing and runs no model. It is
   what the embedded profile uses when no cross-encoder weights are local (the embedded profile
   never downloads weights): candidates keep the retriever's fused order, cut to ``top_k``, and
-  carry the score the caller passes in (its calibrated fused score), so the answer pipeline works
-  the same with or without a reranker, only with retrieval's ordering.
+  carry the score the caller passes in (the index service's: the dense cosine), so the answer
+  pipeline works the same with or without a reranker, only with retrieval's ordering.
 
 Scores (cross-encoder): the raw logit of a one-logit model, ``logit[1] - logit[0]`` of a two-logit
 (irrelevant / relevant) model — the log-odds of relevance either way; higher means more relevant,
@@ -251,7 +251,9 @@ class FusedScoreRanker:
     The embedded profile's scorer when no cross-encoder weights are local. It runs no model and
     re-orders nothing: :meth:`rerank` returns the first ``top_k`` candidates in the order given
     (the retriever's fused ranking, best first), each with ``score_of(candidate)`` — the
-    caller's calibrated fused score, reported as given, never used to sort. Without a
+    caller's confidence score, reported as given, never used to sort (the index service passes
+    the dense route's cosine of the passage's page, on which the abstain threshold is
+    calibrated). Without a
     ``score_of`` (here or in the constructor) the score is the rank score ``1 / (1 + rank)``,
     as is :meth:`score`'s: it says where a passage ranked, not how relevant it is.
     """

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -207,8 +208,27 @@ class GatewayReplica:
         async def invoke(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             return await getattr(index, name).remote(*args, **kwargs)
 
+        streaming = index.options(stream=True)
+
+        async def stream(
+            name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+        ) -> AsyncIterator[Any]:
+            # A generator method of the index service (IndexService.answer_stream: Serve runs
+            # a sync generator on its thread pool), its items streamed back one by one.
+            responses = getattr(streaming, name).remote(*args, **kwargs)
+            finished = False
+            try:
+                async for item in responses:
+                    yield item
+                finished = True
+            finally:
+                if not finished:  # the client went away: stop forwarding, ask Ray to cancel
+                    responses.cancel()
+
         self._app = create_app(
-            ServiceClient(invoke), settings.gateway, KeyRing.from_options(settings.gateway)
+            ServiceClient(invoke, stream),
+            settings.gateway,
+            KeyRing.from_options(settings.gateway),
         )
 
     def __serve_build_asgi_app__(self) -> Any:

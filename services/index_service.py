@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import itertools
 import logging
+import math
 import os
 import queue
 import re
 import shutil
 import threading
 import time
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -32,6 +35,8 @@ from core.protocols import PageEmbedder, TextEmbedder
 from core.settings import Settings
 from core.types import AccessFilter, Document, IngestJob, JobState, RetrievalTrace, RouteName
 from gateway.answer import (
+    AnsweredQuery,
+    AnswerEvent,
     AnswerPipeline,
     AnswerRequest,
     AnswerResponse,
@@ -39,6 +44,7 @@ from gateway.answer import (
     passage_from_payload,
 )
 from gateway.auth import Caller
+from gateway.corrective import build_corrective, pipeline_scorer
 from gateway.images import (
     PageImage,
     media_type_of,
@@ -57,6 +63,7 @@ from gateway.protocol import (
 )
 from gateway.sources import SourcePolicy
 from gateway.tracing import current_trace_id
+from gateway.visual_rerank import VisualPageReranker
 from index.traces import TraceStore
 from ingestion.ingest import DocumentParseFn, IngestRequest
 from models.llm import OpenAiChatClient
@@ -155,12 +162,26 @@ class IndexService:
             )
             self._traces.expire()
             llm = OpenAiChatClient(self.settings.llm) if self.settings.llm.base_url else None
+            stack = self._stack
+            visual = None
+            if stack.page_store is not None and stack.page_embedder is not None:
+                # exact MaxSim of the candidates' pages, computed by the index over those ids
+                visual = VisualPageReranker(stack.page_store, stack.page_embedder, scoring="index")
             self._answers = AnswerPipeline(
                 self._passages,
                 build_ranker(self.settings.reranker),
                 llm,
                 self.settings.answer,
+                visual=visual,
             )
+            if self.settings.answer.corrective.enabled:
+                self._answers.corrective = build_corrective(
+                    self._passages,
+                    self.settings.answer.corrective,
+                    llm=llm,
+                    visual_available=self._stack.retriever.visual_available,
+                    scorer=pipeline_scorer(self._answers),  # bands on the pipeline's confidence
+                )
         except Exception as exc:
             self._warm_error = f"{type(exc).__name__}: {exc}"
             raise
@@ -246,6 +267,36 @@ class IndexService:
         self._trace_store().put(caller.tenant, done.trace, set(done.trace.doc_ids))
         return done.response
 
+    def answer_stream(
+        self, caller: Caller, request: AnswerRequest, trace_id: str
+    ) -> Iterator[AnswerEvent]:
+        """:meth:`answer`, streamed: :class:`AnswerToken` s as the answer is written, then the
+        checked :class:`AnswerResponse` (the authority; see ``AnswerPipeline.stream``).
+
+        A generator: nothing runs before the first ``next()``. The search slot is held up to
+        the first event (search, rerank, the LLM's first token), not while tokens flow: a client
+        reading slowly must not hold a core's turn. The trace is stored when the answer is
+        complete; a stream closed before that (client gone) or failed stores none, as a failed
+        :meth:`answer` does. Closing it closes the LLM's stream.
+        """
+        current_trace_id.set(trace_id)
+        self._ready()
+        assert self._answers is not None
+        access = AccessFilter(tenant=caller.tenant, principals=caller.principals)
+        events = self._answers.stream(request, access, trace_id)
+        try:
+            with self._search_slots:
+                first = next(events)
+            for event in itertools.chain([first], events):
+                if isinstance(event, AnsweredQuery):
+                    trace = event.trace
+                    self._trace_store().put(caller.tenant, trace, set(trace.doc_ids))
+                    yield event.response
+                else:
+                    yield event
+        finally:
+            events.close()
+
     def _passages(
         self, query: str, access: AccessFilter, route: RouteName, limit: int
     ) -> Candidates:
@@ -262,8 +313,13 @@ class IndexService:
         }
         payloads = stack.store.retrieve(list(ids), access) if ids else {}
         by_chunk = {ids[pid][1]: payload for pid, payload in payloads.items() if pid in ids}
+        # The score answers read is the dense route's cosine (the best chunk's on that page), the
+        # embedded profile's confidence (a fused RRF score only says where a page ranked); NaN
+        # where the dense route did not score the page or skipped the query's language.
         passages = [
-            passage_from_payload(by_chunk[chunk_id], hit.page_number, hit.score)
+            passage_from_payload(
+                by_chunk[chunk_id], hit.page_number, hit.route_scores.get("dense", math.nan)
+            )
             for hit in result.hits
             for chunk_id in hit.chunk_ids
             if chunk_id in by_chunk

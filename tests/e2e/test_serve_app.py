@@ -7,10 +7,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import openai
 import pytest
 from PIL import Image
 
 from core.types import JobState
+from gateway.answer import AnswerResponse, AnswerToken, render_cited
 from gateway.client import ApiError
 from ingestion import samples
 from tests.e2e.conftest import MAX_UPLOAD, RunningApp
@@ -106,3 +108,43 @@ def test_ops_endpoints(serve_app: RunningApp) -> None:
     assert "pagesight_http_requests_total" in metrics
     assert "pagesight_ingest_queue_depth" in metrics
     assert httpx.get(f"{serve_app.url}/docs").status_code == 200
+
+
+def test_answers_stream_across_the_handle(serve_app: RunningApp, tmp_path: Path) -> None:
+    """A streamed answer crosses the Ray handle (``handle.options(stream=True)`` over the
+    index service's generator method): tokens, then the checked answer; the official openai
+    client streams the same answer through /v1/chat/completions. No LLM here: extractive."""
+    question = "How many parcels did Northwind Logistics move in 2024?"
+    with serve_app.client() as client:
+        accepted = client.upload(samples.text_pdf(tmp_path / "annual.pdf"))
+        assert client.wait_for_job(accepted.job_id, timeout_s=180).state == JobState.READY
+        try:
+            *tokens, final = client.answer_stream(question, route="text")
+            assert isinstance(final, AnswerResponse) and final.mode == "extractive"
+            assert not final.abstained and "4.2 million parcels" in final.answer
+            assert tokens and all(isinstance(t, AnswerToken) for t in tokens)
+            assert "".join(t.text for t in tokens if isinstance(t, AnswerToken)) == render_cited(
+                final
+            )
+            assert [c.doc_id for c in final.citations] == [accepted.doc_id]
+
+            official = openai.OpenAI(
+                base_url=f"{serve_app.url}/v1", api_key=serve_app.key_a, max_retries=0
+            )
+            with official:
+                chunks = list(
+                    official.chat.completions.create(
+                        model="pagesight",
+                        messages=[{"role": "user", "content": question}],
+                        stream=True,
+                        extra_body={"pagesight": {"route": "text"}},
+                    )
+                )
+            content = "".join(c.choices[0].delta.content or "" for c in chunks)
+            assert content == render_cited(final)
+            assert chunks[-1].choices[0].finish_reason == "stop"
+            assert chunks[-1].model_extra is not None
+            cited = chunks[-1].model_extra["pagesight"]["citations"]
+            assert [c["doc_id"] for c in cited] == [accepted.doc_id]
+        finally:
+            client.delete(accepted.doc_id)

@@ -659,3 +659,51 @@ def test_an_abstention_is_traced_with_its_reason() -> None:
     assert done.response.abstained
     assert done.trace.answer is not None and done.trace.answer.abstained
     assert done.trace.answer.reason == done.response.reason and done.trace.answer.cited == []
+
+
+class FakePageRanker:
+    """Stands in for the exact-MaxSim page reranker: prefers the pages in ``order``."""
+
+    model_id = "fake-colqwen2"
+
+    def __init__(self, order: list[tuple[str, int]]) -> None:
+        self.order = order
+        self.calls: list[list[tuple[str, int]]] = []
+
+    def rerank(
+        self, query: str, pages: Any, access: AccessFilter
+    ) -> list[tuple[tuple[str, int], float | None]]:
+        given = list(pages)
+        self.calls.append(given)
+        ranked = [p for p in self.order if p in given] + [p for p in given if p not in self.order]
+        return [(p, float(len(ranked) - i)) for i, p in enumerate(ranked)]
+
+
+def test_visual_rerank_fuses_page_order_but_keeps_the_rankers_scores() -> None:
+    pages = FakePageRanker([("handbook", 2), ("annual-report", 7), ("annual-report", 4)])
+    candidates = FakeCandidates(PASSAGES)
+    p = AnswerPipeline(
+        candidates,
+        FusedScoreRanker(),
+        None,
+        AnswerOptions(visual_rerank_weight=5.0, abstain_threshold=0.0),
+        visual=pages,
+    )
+    done = p.run(AnswerRequest(query="office hours", top_k_context=2), ACCESS, "t")
+    assert pages.calls == [[("annual-report", 4), ("annual-report", 7), ("handbook", 2)]]
+    record = done.trace.answer
+    assert record is not None and record.visual_ranker == "fake-colqwen2"
+    # a heavy visual vote puts the handbook page first; its score is still its own (0.5)
+    assert record.reranked[0] == ("c-hack", 0.5)
+    assert len(record.reranked) == 2  # cut to top_k after fusion, not before
+
+    off = AnswerPipeline(
+        FakeCandidates(PASSAGES),
+        FusedScoreRanker(),
+        None,
+        AnswerOptions(visual_rerank_weight=0.0, abstain_threshold=0.0),
+        visual=pages,
+    )
+    assert (
+        off.run(AnswerRequest(query="office hours"), ACCESS, "t").trace.answer.visual_ranker is None
+    )
