@@ -934,48 +934,9 @@ class AnswerPipeline:
         reply = final.reply
         if reply.abstain:
             return self._abstain(trace_id, confidence, "the model found no answer in the documents")
-        kept: list[AnswerSentence] = []
-        withheld = 0
-        for sentence in reply.sentences:
-            text = " ".join(sentence.text.split())
-            if not text:
-                continue
-            valid = list(dict.fromkeys(n for n in sentence.citations if n in numbers))
-            if (sentence.citations and not valid) or (policy == "strict" and not valid):
-                withheld += 1
-                continue
-            kept.append(AnswerSentence(text=text, citations=valid))
-        if len(kept) > self.options.max_sentences:
-            withheld += len(kept) - self.options.max_sentences
-            kept = kept[: self.options.max_sentences]
-        if not kept:
-            reason = (
-                f"all {withheld} sentences of the model's answer lacked a valid citation"
-                if withheld
-                else "the model's answer was empty"
-            )
-            return self._abstain(trace_id, confidence, reason)
-
-        by_n = {block.n: block for block in blocks}
-        cited = sorted({n for sentence in kept for n in sentence.citations})
-        citations = []
-        for n in cited:
-            about = " ".join(s.text for s in kept if n in s.citations)
-            citations.append(_citation(by_n[n], _best_quote(by_n[n], about)))
-        notes = []
-        if withheld:
-            notes.append(f"withheld {withheld} sentence(s) without a valid citation")
-        if final.unknown:
-            notes.append(f"dropped citations of unknown documents {final.unknown}")
-        return AnswerResponse(
-            answer=" ".join(sentence.text for sentence in kept),
-            abstained=False,
-            reason="; ".join(notes) or None,
-            sentences=kept,
-            citations=citations,
-            confidence=confidence,
-            mode="llm",
-            trace_id=trace_id,
+        sentences = [(sentence.text, sentence.citations) for sentence in reply.sentences]
+        return self._checked(
+            sentences, blocks, final.unknown, confidence, policy, trace_id, shown=False
         )
 
     def _ask(
@@ -1115,11 +1076,38 @@ class AnswerPipeline:
             )
             return found_none.model_copy(update={"withheld": others})
 
+        return self._checked(parsed, blocks, unknown, confidence, policy, trace_id, shown=True)
+
+    def _checked(
+        self,
+        sentences: Sequence[tuple[str, list[int]]],
+        blocks: list[ContextBlock],
+        unknown: list[int],
+        confidence: float,
+        policy: Policy,
+        trace_id: str,
+        *,
+        shown: bool,
+    ) -> AnswerResponse:
+        """The answer made of the model's ``sentences`` (text, cited numbers) that pass the
+        citation check, for both the JSON reply and streamed prose.
+
+        A sentence whose citations are all unknown numbers (under ``strict``: that cites
+        nothing valid) is withheld, unknown numbers are dropped from the others, at most
+        ``max_sentences`` are kept. Withheld sentences are listed (with their reasons) only when
+        ``shown``, i.e. already streamed to the client; otherwise unsupported text never leaves
+        the server and only their count is in the reason. Nothing kept: an abstention.
+        ``unknown`` (numbers cited but not in the context) goes into the reason.
+        """
+        numbers = {block.n for block in blocks}
         kept: list[AnswerSentence] = []
         withheld: list[WithheldSentence] = []
         limit = self.options.max_sentences
-        for index, (sentence, cited) in enumerate(parsed):
-            valid = [n for n in cited if n in numbers]
+        for index, (raw, cited) in enumerate(sentences):
+            sentence = " ".join(raw.split())
+            if not sentence:
+                continue
+            valid = list(dict.fromkeys(n for n in cited if n in numbers))
             if cited and not valid:
                 why = f"cites only documents that do not exist: {cited}"
             elif policy == "strict" and not valid:
@@ -1139,7 +1127,7 @@ class AnswerPipeline:
                 else "the model's answer was empty"
             )
             empty = self._abstain(trace_id, confidence, reason)
-            return empty.model_copy(update={"withheld": withheld})
+            return empty.model_copy(update={"withheld": withheld if shown else []})
 
         by_n = {block.n: block for block in blocks}
         citations = []
@@ -1160,7 +1148,7 @@ class AnswerPipeline:
             confidence=confidence,
             mode="llm",
             trace_id=trace_id,
-            withheld=withheld,
+            withheld=withheld if shown else [],
         )
 
 
