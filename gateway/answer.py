@@ -851,13 +851,7 @@ class AnswerPipeline:
         visual = self.visual
         weight = self.options.visual_rerank_weight
         keep = len(found) if visual is not None and weight > 0 else top_k
-        ranker = self.ranker
-        if isinstance(ranker, FusedScoreRanker):  # pass-through: the search's own scores
-            ranked = ranker.rerank(
-                query, found, _text_of, keep, score_of=lambda passage: passage.score
-            )
-        else:
-            ranked = ranker.rerank(query, found, _text_of, keep)
+        ranked = self._ranker_order(query, found, keep)
         if visual is None or weight <= 0 or not ranked:
             return ranked
         record.visual_ranker = visual.model_id
@@ -871,6 +865,24 @@ class AnswerPipeline:
             k=self.options.visual_rerank_k,
         )
         return [(passage, score_of[id(passage)]) for passage, _ in fused[:top_k]]
+
+    def _ranker_order(
+        self, query: str, found: Sequence[Passage], keep: int
+    ) -> list[tuple[Passage, float]]:
+        ranker = self.ranker
+        if isinstance(ranker, FusedScoreRanker):  # pass-through: the search's own scores
+            return ranker.rerank(
+                query, found, _text_of, keep, score_of=lambda passage: passage.score
+            )
+        return ranker.rerank(query, found, _text_of, keep)
+
+    def confidences(self, query: str, passages: Sequence[Passage]) -> list[float]:
+        """Each passage's confidence on ``[0, 1]``, in input order: the ranker's score on the
+        scale the abstain threshold is calibrated on (corrective retrieval's score bands use
+        it too). The visual rerank is not run: it reorders, and never feeds confidence."""
+        ranked = self._ranker_order(query, passages, len(passages))
+        by_identity = {id(passage): self._confidence(score) for passage, score in ranked}
+        return [by_identity.get(id(passage), 0.0) for passage in passages]
 
     def _confidence(self, score: float) -> float:
         scale = self.options.score_scale

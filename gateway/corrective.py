@@ -80,7 +80,6 @@ from gateway.answer import (
     render_block,
 )
 from models.llm import ChatMessage, ChatResult, LlmError
-from models.reranker import FusedScoreRanker
 from models.text import ENGLISH_STOPWORDS
 
 if TYPE_CHECKING:
@@ -257,31 +256,9 @@ class ScoreBandGrader:
 
 
 def pipeline_scorer(pipeline: AnswerPipeline) -> PassageScorer:
-    """The answer pipeline's confidence for each passage: its ranker's score (the search's own
-    score for the fused-score pass-through) through ``AnswerPipeline._confidence``, so score
-    bands sit on the scale the abstain threshold is calibrated on and follow any change to how
-    the pipeline turns scores into confidence. The visual page rerank is not run: it reorders,
-    and its scores never feed confidence."""
-
-    def score(query: str, passages: Sequence[Passage]) -> list[float]:
-        items = list(passages)
-        ranker = pipeline.ranker
-        if isinstance(ranker, FusedScoreRanker):
-            ranked = ranker.rerank(query, items, _text_of, len(items), score_of=_score_of)
-        else:
-            ranked = ranker.rerank(query, items, _text_of, len(items))
-        by_identity = {id(passage): pipeline._confidence(s) for passage, s in ranked}
-        return [by_identity.get(id(passage), 0.0) for passage in items]
-
-    return score
-
-
-def _text_of(passage: Passage) -> str:
-    return passage.text
-
-
-def _score_of(passage: Passage) -> float:
-    return passage.score
+    """The answer pipeline's confidence for each passage (:meth:`AnswerPipeline.confidences`),
+    so score bands sit on the scale the abstain threshold is calibrated on."""
+    return pipeline.confidences
 
 
 class LlmGrader:
