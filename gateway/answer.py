@@ -347,7 +347,8 @@ def render_block(block: ContextBlock) -> str:
     return f"<document n={block.n}>\n{meta}\n{_escape(block.text)}\n</document>"
 
 
-def _block(n: int, passage: Passage, text: str, truncated: bool = False) -> ContextBlock:
+def context_block(n: int, passage: Passage, text: str, truncated: bool = False) -> ContextBlock:
+    """Context block number ``n``: ``passage`` with ``text`` (all of it, or a cut)."""
     return ContextBlock(
         n=n,
         chunk_id=passage.chunk_id,
@@ -386,7 +387,7 @@ def build_context(
         return blocks
     used = 0
     for index, passage in enumerate(passages):
-        block = _block(len(blocks) + 1, passage, passage.text)
+        block = context_block(len(blocks) + 1, passage, passage.text)
         cost = count_tokens(render_block(block))
         if used + cost > available and index == 0:
             truncated = _truncate(passage, available, count_tokens)
@@ -413,7 +414,7 @@ def _truncate(
     low, high = 0, len(ends) - 1
     while low <= high:  # the cost grows with the prefix, so binary search the cut
         mid = (low + high) // 2
-        block = _block(1, passage, text[: ends[mid]].strip(), truncated=True)
+        block = context_block(1, passage, text[: ends[mid]].strip(), truncated=True)
         cost = count_tokens(render_block(block))
         if cost <= available:
             best = (block, cost)
@@ -424,7 +425,7 @@ def _truncate(
 
 
 def _fits(passage: Passage, text: str, available: int, count_tokens: TokenCounter) -> bool:
-    return count_tokens(render_block(_block(1, passage, text.strip()))) <= available
+    return count_tokens(render_block(context_block(1, passage, text.strip()))) <= available
 
 
 # -- confidence --------------------------------------------------------------------------------

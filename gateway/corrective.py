@@ -74,9 +74,9 @@ from gateway.answer import (
     Candidates,
     CandidateSearch,
     ChatModel,
-    ContextBlock,
     Passage,
     confidence_of,
+    context_block,
     render_block,
 )
 from models.llm import ChatMessage, ChatResult, LlmError
@@ -318,16 +318,7 @@ def grade_messages(query: str, passage: Passage) -> list[ChatMessage]:
     text = (
         passage.text if len(passage.text) <= MAX_GRADED_CHARS else passage.text[:MAX_GRADED_CHARS]
     )
-    block = ContextBlock(
-        n=1,
-        chunk_id=passage.chunk_id,
-        doc_id=passage.doc_id,
-        page_number=passage.page_number,
-        section_path=list(passage.section_path),
-        text=text,
-        score=passage.score,
-        title=passage.title,
-    )
+    block = context_block(1, passage, text)
     user = (
         f"Question: {' '.join(query.split())}\n\n"
         f"Document:\n\n{render_block(block)}\n\n"
