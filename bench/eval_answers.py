@@ -132,14 +132,14 @@ def main() -> None:
     from services.index_service import IndexService
     from services.stack import LocalStack
 
-    subsets = json.loads((args.questions.parent / "subsets.json").read_text())
     all_docs = sorted(p.name for p in args.pdfs.glob("*.pdf"))
-    if args.subset:
-        subset_docs = set(subsets[args.subset])
-    elif args.exclude_subset:
-        subset_docs = set(all_docs) - set(subsets[args.exclude_subset])
-    else:
-        subset_docs = set(all_docs)
+    subset_docs = set(all_docs)
+    if args.subset or args.exclude_subset:
+        subsets = json.loads((args.questions.parent / "subsets.json").read_text())
+        if args.subset:
+            subset_docs = set(subsets[args.subset])
+        else:
+            subset_docs -= set(subsets[args.exclude_subset])
     answerable = [q for q in load_jsonl(args.questions) if q["doc"] in subset_docs]
     unanswerable = load_jsonl(args.unanswerable)
     if args.limit:
