@@ -404,32 +404,28 @@ class EdgeVectorStore(VectorStore):
         self, selection: Selection, name: str
     ) -> Iterator[tuple[str, list[list[float]]]]:
         # A filtered scroll, not retrieve(ids): the engine's retrieve takes no filter.
-        flt = edge_filter(selection)
-        offset: Any = None
-        while True:
-            records, offset = self._shard.scroll(
-                qe.ScrollRequest(
-                    offset=offset,
-                    limit=self._scroll_page,
-                    filter=flt,
-                    with_payload=False,
-                    with_vector=[name],
-                )
-            )
-            for record in records:
-                vectors = record.vector
-                rows = vectors.get(name) if isinstance(vectors, dict) else None
-                if isinstance(rows, list):
-                    # ``name`` is a multi-vector of the schema (checked by vectors_of).
-                    yield str(record.id), cast("list[list[float]]", rows)
-            if offset is None:
-                return
+        for record in self._scroll_records(selection, False, [name]):
+            vectors = record.vector
+            rows = vectors.get(name) if isinstance(vectors, dict) else None
+            if isinstance(rows, list):
+                # ``name`` is a multi-vector of the schema (checked by vectors_of).
+                yield str(record.id), cast("list[list[float]]", rows)
 
     def _scroll(self, selection: Selection, fields: list[str] | None) -> Iterator[StoredPoint]:
-        flt = edge_filter(selection)
         with_payload: bool | qe.PayloadSelector = (
             True if fields is None else qe.PayloadSelector.Include(fields)
         )
+        for record in self._scroll_records(selection, with_payload, False):
+            yield StoredPoint(id=str(record.id), payload=record.payload or {})
+
+    def _scroll_records(
+        self,
+        selection: Selection,
+        with_payload: bool | qe.PayloadSelector,
+        with_vector: bool | list[str],
+    ) -> Iterator[Any]:
+        """Every record ``selection`` matches, a page of ``scroll_page`` at a time."""
+        flt = edge_filter(selection)
         offset: Any = None
         while True:
             records, offset = self._shard.scroll(
@@ -438,11 +434,10 @@ class EdgeVectorStore(VectorStore):
                     limit=self._scroll_page,
                     filter=flt,
                     with_payload=with_payload,
-                    with_vector=False,
+                    with_vector=with_vector,
                 )
             )
-            for record in records:
-                yield StoredPoint(id=str(record.id), payload=record.payload or {})
+            yield from records
             if offset is None:
                 return
 

@@ -323,28 +323,25 @@ class QdrantServerStore(VectorStore):
         self, selection: Selection, name: str
     ) -> Iterator[tuple[str, list[list[float]]]]:
         # A filtered scroll, not retrieve(ids): retrieve takes no filter.
-        flt = qdrant_filter(selection)
-        offset: Any = None
-        while True:
-            records, offset = self._client.scroll(
-                self._collection,
-                scroll_filter=flt,
-                limit=self._scroll_page,
-                offset=offset,
-                with_payload=False,
-                with_vectors=[name],
-            )
-            for record in records:
-                vectors = record.vector
-                if isinstance(vectors, dict) and name in vectors:
-                    # ``name`` is a multi-vector of the schema (checked by vectors_of).
-                    yield str(record.id), cast("list[list[float]]", vectors[name])
-            if offset is None:
-                return
+        for record in self._scroll_records(selection, False, [name]):
+            vectors = record.vector
+            if isinstance(vectors, dict) and name in vectors:
+                # ``name`` is a multi-vector of the schema (checked by vectors_of).
+                yield str(record.id), cast("list[list[float]]", vectors[name])
 
     def _scroll(self, selection: Selection, fields: list[str] | None) -> Iterator[StoredPoint]:
-        flt = qdrant_filter(selection)
         with_payload: bool | list[str] = True if fields is None else list(fields)
+        for record in self._scroll_records(selection, with_payload, False):
+            yield StoredPoint(id=str(record.id), payload=record.payload or {})
+
+    def _scroll_records(
+        self,
+        selection: Selection,
+        with_payload: bool | list[str],
+        with_vectors: bool | list[str],
+    ) -> Iterator[Any]:
+        """Every record ``selection`` matches, a page of ``scroll_page`` at a time."""
+        flt = qdrant_filter(selection)
         offset: Any = None
         while True:
             records, offset = self._client.scroll(
@@ -353,10 +350,9 @@ class QdrantServerStore(VectorStore):
                 limit=self._scroll_page,
                 offset=offset,
                 with_payload=with_payload,
-                with_vectors=False,
+                with_vectors=with_vectors,
             )
-            for record in records:
-                yield StoredPoint(id=str(record.id), payload=record.payload or {})
+            yield from records
             if offset is None:
                 return
 
