@@ -26,11 +26,11 @@ How the pieces are made:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from models.colqwen import make_colqwen2_processor, set_max_visual_tokens
+from models.tiny_qwen2 import train_byte_level_bpe
 
 if TYPE_CHECKING:
     import torch
@@ -125,26 +125,12 @@ QWEN2_VL_2B_VISION_CONFIG: dict[str, Any] = {
 
 def build_tokenizer() -> Any:
     """A small byte-level BPE as a ``Qwen2Tokenizer`` with Qwen's special tokens."""
-    from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers, trainers
+    from tokenizers import AddedToken
     from transformers import Qwen2Tokenizer
 
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    trainer = trainers.BpeTrainer(
-        vocab_size=512,
-        special_tokens=list(QWEN_SPECIAL_TOKENS),
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    bpe.train_from_iterator(list(_BPE_CORPUS) * 4, trainer)
-    trained = json.loads(bpe.to_str())["model"]
-    # tokenizers' BPE wants merges as (left, right) pairs; Qwen2Tokenizer's hint says strings.
-    merges: Any = [
-        tuple(merge) if isinstance(merge, list) else tuple(merge.split(" "))
-        for merge in trained["merges"]
-    ]
+    vocab, merges = train_byte_level_bpe(_BPE_CORPUS, QWEN_SPECIAL_TOKENS, vocab_size=512)
     tokenizer = Qwen2Tokenizer(
-        vocab=trained["vocab"], merges=merges, padding_side="left", model_max_length=32768
+        vocab=vocab, merges=merges, padding_side="left", model_max_length=32768
     )
     tokenizer.add_tokens(
         [AddedToken(t, special=True, normalized=False) for t in QWEN_SPECIAL_TOKENS]

@@ -35,6 +35,7 @@ Why these choices:
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -104,29 +105,41 @@ _CORPUS = (
 )
 
 
-def build_tokenizer() -> Any:
-    """A small byte-level BPE as a ``Qwen2Tokenizer`` with Qwen's special tokens, EOS
-    ``<|im_end|>``, pad ``<|endoftext|>`` and the ChatML chat template."""
-    from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers, trainers
-    from transformers import Qwen2Tokenizer
+def train_byte_level_bpe(
+    corpus: Sequence[str], special_tokens: Sequence[str], vocab_size: int
+) -> tuple[dict[str, int], Any]:
+    """``(vocab, merges)`` of a byte-level BPE trained on ``corpus`` (deterministic), in the
+    form ``Qwen2Tokenizer(vocab=..., merges=...)`` takes; shared by the tiny Qwen builders
+    (here and models.tiny_colqwen)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     trainer = trainers.BpeTrainer(
-        vocab_size=TINY_VOCAB_SIZE,
-        special_tokens=list(QWEN2_SPECIAL_TOKENS),
+        vocab_size=vocab_size,
+        special_tokens=list(special_tokens),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    bpe.train_from_iterator(list(_CORPUS) * 4, trainer)
+    bpe.train_from_iterator(list(corpus) * 4, trainer)
     trained = json.loads(bpe.to_str())["model"]
     # tokenizers' BPE wants merges as (left, right) pairs; Qwen2Tokenizer's hint says strings.
     merges: Any = [
         tuple(merge) if isinstance(merge, list) else tuple(merge.split(" "))
         for merge in trained["merges"]
     ]
+    return trained["vocab"], merges
+
+
+def build_tokenizer() -> Any:
+    """A small byte-level BPE as a ``Qwen2Tokenizer`` with Qwen's special tokens, EOS
+    ``<|im_end|>``, pad ``<|endoftext|>`` and the ChatML chat template."""
+    from tokenizers import AddedToken
+    from transformers import Qwen2Tokenizer
+
+    vocab, merges = train_byte_level_bpe(_CORPUS, QWEN2_SPECIAL_TOKENS, TINY_VOCAB_SIZE)
     tokenizer = Qwen2Tokenizer(
-        vocab=trained["vocab"],
+        vocab=vocab,
         merges=merges,
         eos_token=EOS_TOKEN,
         pad_token=PAD_TOKEN,
