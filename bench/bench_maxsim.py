@@ -25,10 +25,14 @@ First stages compared (all stored in the same collection, so one build serves al
   the recipe Qdrant recommends for ColPali (models.pooling.pool_rows_cols);
 - ``rows_cols_int8``: the same vectors scored on their scalar int8 codes, not rescored;
 - ``blocks_4x5``: means over a 4 x 5 tiling of the grid (20 vectors, models.pooling.pool_blocks);
-- ``cascade_2x2_4x5`` (what ingestion writes and retrieval queries): a stage 0 of 2 x 2 block
-  means (4 vectors) over every page keeps ``--coarse-limit`` pages, the 4 x 5 blocks rank those,
-  the exact MaxSim reranks ``prefetch`` (nested prefetches in one engine query). ``results``
-  holds this one; the others are under ``variants``.
+- ``cascade_q3_4x5`` (what retrieval runs): stage 0 scores 3 k-means centroids of the query
+  rows (models.pooling.query_centroids, computed per query inside the timing) against every
+  page's 4 x 5 blocks and keeps ``--coarse-limit`` pages, the full query ranks those on the same
+  blocks, the exact MaxSim reranks ``prefetch`` (nested prefetches in one engine query).
+  ``results`` holds this one; the others are under ``variants``.
+
+The store seals a segment every ``--segment-mb`` of vectors written (index/edge.py; ingestion
+does the same with ``PAGESIGHT_INDEX__SEGMENT_MB``), and a query scans the segments in parallel.
 
 Synthetic but structured data (no model weights here): a page is a guillotine split of its
 grid into 3-8 rectangular regions; each region takes a "content kind" from a shared vocabulary
@@ -67,11 +71,17 @@ import numpy.typing as npt
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from core.settings import RetrievalOptions  # noqa: E402
+from core.settings import IndexOptions, RetrievalOptions  # noqa: E402
 from core.types import EVERYONE, AccessFilter  # noqa: E402
 from index.base import IndexPoint, IndexSchema, MultiVectorSpec  # noqa: E402
 from index.edge import SHARD_DIR, EdgeVectorStore  # noqa: E402
-from models.pooling import ROWS_COLS, l2_normalise, pool_blocks, pool_rows_cols  # noqa: E402
+from models.pooling import (  # noqa: E402
+    ROWS_COLS,
+    l2_normalise,
+    pool_blocks,
+    pool_rows_cols,
+    query_centroids,
+)
 
 GRID = (25, 30)
 PATCHES = GRID[0] * GRID[1]
@@ -88,8 +98,6 @@ STAMP_FILE = "bench-build.json"
 FULL = "page-colqwen"
 POOLED = "page-colqwen-pooled"
 POOLED_BLOCKS = "page-colqwen-pooled-blocks"
-COARSE_BLOCKS = "page-colqwen-coarse"
-COARSE_GRID = (2, 2)
 
 Matrix = npt.NDArray[np.float32]
 
@@ -229,17 +237,8 @@ def bench_schema() -> IndexSchema:
         pooled_from=FULL,
         pooling=f"mean-blocks-{BLOCKS[0]}x{BLOCKS[1]}",
     )
-    coarse = MultiVectorSpec(
-        dim=DIM,
-        model_id="synthetic-colqwen",
-        datatype="float32",
-        pooled_from=FULL,
-        pooling=f"mean-blocks-{COARSE_GRID[0]}x{COARSE_GRID[1]}",
-    )
     assert base.multivector[POOLED].pooling == ROWS_COLS
-    return IndexSchema(
-        multivector={**base.multivector, POOLED_BLOCKS: blocks, COARSE_BLOCKS: coarse}
-    )
+    return IndexSchema(multivector={**base.multivector, POOLED_BLOCKS: blocks})
 
 
 @dataclass(frozen=True)
@@ -247,14 +246,15 @@ class FirstStage:
     name: str
     pooled: str
     quantized: bool
-    coarse: str | None = None
+    #: k-means centroids of the query that stage 0 scores against ``pooled`` (0: no stage 0)
+    centroids: int = 0
 
 
 FIRST_STAGES = (
     FirstStage("rows_cols", POOLED, quantized=False),
     FirstStage("rows_cols_int8", POOLED, quantized=True),
     FirstStage(f"blocks_{BLOCKS[0]}x{BLOCKS[1]}", POOLED_BLOCKS, quantized=False),
-    FirstStage("cascade_2x2_4x5", POOLED_BLOCKS, quantized=False, coarse=COARSE_BLOCKS),
+    FirstStage("cascade_q3_4x5", POOLED_BLOCKS, quantized=False, centroids=3),
 )
 MAIN_STAGE = FIRST_STAGES[-1].name
 
@@ -267,7 +267,7 @@ def two_stage(
     prefetch: int,
     args: argparse.Namespace,
 ) -> list[Any]:
-    coarse_limit = max(args.coarse_limit, prefetch) if stage.coarse else None
+    centroids = query_centroids(rows, stage.centroids).tolist() if stage.centroids else None
     return store.query_two_stage(
         FULL,
         stage.pooled,
@@ -276,8 +276,8 @@ def two_stage(
         TOP_K,
         prefetch,
         stage.quantized,
-        coarse=stage.coarse,
-        coarse_limit=coarse_limit,
+        coarse_query=centroids,
+        coarse_limit=max(args.coarse_limit, prefetch) if centroids else None,
     )
 
 
@@ -294,7 +294,6 @@ def page_point(number: int, rows: Matrix) -> IndexPoint:
             FULL: rows.tolist(),
             POOLED: pool_rows_cols(rows, mask, GRID).tolist(),
             POOLED_BLOCKS: pool_blocks(rows, mask, GRID, BLOCKS).tolist(),
-            COARSE_BLOCKS: pool_blocks(rows, mask, GRID, COARSE_GRID).tolist(),
         },
         payload={
             "tenant": TENANT,
@@ -353,6 +352,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "seed": args.seed,
         "generator": generator.parameters(),
         "schema": schema.fingerprint(),
+        "segment_mb": args.segment_mb,
     }
     reuse = args.index is not None and _stamp_matches(args.index, stamp)
     if reuse and len(sizes) > 1:
@@ -370,7 +370,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     per_n: list[dict[str, Any]] = []
     rows_out: list[dict[str, Any]] = []
     if reuse:
-        store = EdgeVectorStore.open(index_path, schema)
+        store = EdgeVectorStore.open(index_path, schema, segment_mb=args.segment_mb)
         built = json.loads((index_path / STAMP_FILE).read_text())["build"]
         # The pages depend on the chunks they were generated in, so replay the build's sizes.
         for earlier in built.get("sizes", sizes)[:-1]:
@@ -379,7 +379,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 corpus[written : written + len(block)] = pages32.reshape(block.shape)
                 written += len(block)
     else:
-        store = EdgeVectorStore.create(index_path, schema)
+        store = EdgeVectorStore.create(index_path, schema, segment_mb=args.segment_mb)
         empty_allocated, empty_apparent = disk_usage(index_path / SHARD_DIR)
         empty_wal = disk_usage(index_path / SHARD_DIR / "wal")[0]
     try:
@@ -490,7 +490,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         for name in schema.multivector
                     }
                 open_started = time.perf_counter()
-                store = EdgeVectorStore.open(index_path, schema)
+                store = EdgeVectorStore.open(index_path, schema, segment_mb=args.segment_mb)
                 open_s = time.perf_counter() - open_started
                 rows = queries[(attempt + 1) % len(queries)].tolist()
                 two_stage(store, FIRST_STAGES[-1], rows, access, prefetches[0], args)
@@ -518,7 +518,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     (allocated - wal_allocated - (empty_allocated - empty_wal)) / n_pages
                 ),
                 "vector_bytes_per_page": {k: round(v / n_pages) for k, v in by_vector.items()},
-                # what ingestion stores: full rows, 20 block means, 4 coarse means (no rows/cols)
+                # what ingestion stores: full rows and 20 block means (no rows/cols)
                 "bytes_per_page_production_schema": round(
                     bytes_per_page - by_vector[POOLED] / n_pages
                 ),
@@ -580,6 +580,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "top_k": TOP_K,
             "first_stages": [stage.__dict__ for stage in FIRST_STAGES],
             "coarse_limit": args.coarse_limit,
+            "segment_mb": args.segment_mb,
             "generator": generator.parameters(),
             "exact_baseline": "numpy float32 corpus in RAM, chunked batched matmul, 1 query",
             "cpus": os.cpu_count(),
@@ -621,6 +622,12 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=RetrievalOptions().visual_coarse,
         help="pages stage 0 keeps (cascade); the default is retrieval's visual_coarse",
+    )
+    parser.add_argument(
+        "--segment-mb",
+        type=int,
+        default=IndexOptions().segment_mb,
+        help="vector data per sealed segment; the default is the index's segment_mb",
     )
     parser.add_argument("--workdir", type=Path, default=None, help="where the index is built")
     parser.add_argument("--keep", action="store_true", help="keep the index directory")

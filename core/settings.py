@@ -159,9 +159,15 @@ class RetrievalOptions(BaseModel):
         default=200, ge=1, description="pages kept by the pooled first stage before exact MaxSim"
     )
     visual_coarse: int = Field(
-        default=2000,
+        default=1000,
         ge=1,
-        description="pages kept by stage 0 (2 x 2 block means) for the first stage to rank",
+        description=(
+            "pages kept by stage 0 (the query's centroids against the pooled rows) for the "
+            "first stage to rank; at least visual_prefetch is kept"
+        ),
+    )
+    visual_coarse_centroids: int = Field(
+        default=3, ge=1, description="k-means centroids of the query rows that stage 0 scores"
     )
     evidence_boxes: int = Field(default=3, ge=1, le=20, description="boxes per visual hit")
     parallel_searches: int | None = Field(
@@ -191,6 +197,14 @@ class IndexOptions(BaseModel):
         default=1, ge=0, description="older collection versions kept for rollback"
     )
     upsert_batch: int = Field(default=256, ge=1, description="points per write request")
+    segment_mb: int = Field(
+        default=512,
+        ge=1,
+        description=(
+            "embedded page index: vector data per sealed segment (~2,500 ColQwen2 pages); a "
+            "query searches the segments in parallel, so aim for at least one per core"
+        ),
+    )
     qdrant_timeout_s: int = Field(default=30, ge=1)
     qdrant_prefer_grpc: bool = False
 

@@ -38,11 +38,11 @@ from gateway.fusion import weighted_rrf_ranks
 from index.base import ScoredPoint, VectorStore
 from index.vectors import (
     DENSE_VECTOR,
-    PAGE_COARSE_VECTOR,
     PAGE_POOLED_VECTOR,
     PAGE_VECTOR,
     SPARSE_VECTOR,
 )
+from models.pooling import query_centroids
 from models.text import language_of
 
 PageKey = tuple[str, int]  # (doc_id, page_number)
@@ -164,7 +164,6 @@ class Retriever:
             since = time.perf_counter()
             query_rows = self.page_embedder.embed_queries([query])[0]
             prefetch = self.options.visual_prefetch
-            has_coarse = PAGE_COARSE_VECTOR in self.page_store.schema.multivector
             hits = self.page_store.query_two_stage(
                 PAGE_VECTOR,
                 PAGE_POOLED_VECTOR,
@@ -172,8 +171,10 @@ class Retriever:
                 access,
                 limit,
                 prefetch=prefetch,
-                coarse=PAGE_COARSE_VECTOR if has_coarse else None,
-                coarse_limit=max(self.options.visual_coarse, prefetch) if has_coarse else None,
+                coarse_query=query_centroids(
+                    query_rows, self.options.visual_coarse_centroids
+                ).tolist(),
+                coarse_limit=max(self.options.visual_coarse, prefetch),
             )
             record("visual", self.page_embedder.model_id, hits, since)
             ranks["visual"] = self._visual_ranks(hits, chunks, visual_pages)

@@ -136,12 +136,6 @@ class MultiVectorSpec(BaseModel):
 
 #: A pooled first-stage multi-vector is named after its full one plus this suffix.
 POOLED_SUFFIX = "-pooled"
-COARSE_SUFFIX = "-coarse"
-
-
-def coarse_vector_name(name: str) -> str:
-    """The name of the coarse (stage 0) pooled multi-vector of full multi-vector ``name``."""
-    return f"{name}{COARSE_SUFFIX}"
 
 
 def pooled_vector_name(name: str) -> str:
@@ -257,7 +251,6 @@ class IndexSchema(BaseModel):
         model_id: str,
         pooling: str = "mean-rows-cols",
         pooled_quantization: Literal["none", "int8"] = "none",
-        coarse_pooling: str | None = None,
         id_scheme: str = "v1",
     ) -> IndexSchema:
         """The schema of a page collection: full page multi-vectors plus their pooled first stage.
@@ -282,14 +275,6 @@ class IndexSchema(BaseModel):
                 pooling=pooling,
             ),
         }
-        if coarse_pooling is not None:  # an even smaller stage 0, see query_two_stage(coarse=)
-            multivector[coarse_vector_name(name)] = MultiVectorSpec(
-                dim=dim,
-                model_id=model_id,
-                datatype="float32",
-                pooled_from=name,
-                pooling=coarse_pooling,
-            )
         return cls(id_scheme=id_scheme, multivector=multivector)
 
     def fingerprint(self) -> str:
@@ -431,8 +416,9 @@ class TwoStage:
     prefetch: int
     #: score the first stage on the pooled vector's int8 codes, not rescored
     quantized_first_stage: bool
-    #: an optional stage 0 on a smaller pooled vector, keeping ``coarse_limit`` points
-    coarse: str | None = None
+    #: an optional stage 0: these rows (a summary of the query) against the pooled vector,
+    #: keeping ``coarse_limit`` points for the first stage
+    coarse_query: list[list[float]] | None = None
     coarse_limit: int = 0
 
 
@@ -594,7 +580,7 @@ class VectorStore(ABC):
         limit: int,
         prefetch: int,
         quantized: bool | None = None,
-        coarse: str | None = None,
+        coarse_query: Sequence[Sequence[float]] | None = None,
         coarse_limit: int | None = None,
     ) -> list[ScoredPoint]:
         """MaxSim ranking in two stages: the pooled first stage, then an exact rerank.
@@ -614,20 +600,34 @@ class VectorStore(ABC):
         builds the codes when it optimizes a segment (:meth:`optimize` after a bulk load);
         until then it scores the floats.
 
-        ``coarse`` (with ``coarse_limit``) adds a stage 0 in front: MaxSim against an even
-        smaller pooled vector of the same pages (2 x 2 block means: 4 rows instead of 20)
-        ranks every visible point and keeps ``coarse_limit``; stage 1 then ranks only those.
-        The flat first-stage scan is what grows with the collection; a 5x cheaper scan over
-        all pages plus a full one over a few thousand keeps the cost down (bench_maxsim.py).
+        ``coarse_query`` (with ``coarse_limit``) adds a stage 0 in front: MaxSim of these few
+        rows, a summary of the query (:func:`models.pooling.query_centroids`: 3 centroids of
+        ~20 rows), against the same pooled vector ranks every visible point and keeps
+        ``coarse_limit``; stage 1 then ranks only those with the full query. The flat scan
+        over every page is what grows with the collection; making it several times cheaper
+        and running the full first stage over ~1,000 pages keeps the cost down with nothing
+        more stored (bench_maxsim.py).
         """
         full = self._schema.multivector.get(multivector_name)
         if full is None:
             raise self._unknown_vector("multivector", multivector_name, Stage.QUERY)
-        pooled = self._pooled_stage(pooled_name, multivector_name, "a first stage")
+        pooled = self._schema.multivector.get(pooled_name)
+        if pooled is None:
+            raise self._unknown_vector("multivector", pooled_name, Stage.QUERY)
+        if pooled.pooled_from != multivector_name:  # the schema guarantees dim and distance
+            raise PageSightError(
+                ErrorCode.INDEX_FAILED,
+                Stage.QUERY,
+                f"multivector {pooled_name!r} of index {self.collection} is not a first stage "
+                f"of {multivector_name!r} (its pooled_from is {pooled.pooled_from!r})",
+            )
         if prefetch < limit:
             raise ValueError(f"prefetch ({prefetch}) must be at least limit ({limit})")
-        if coarse is not None:
-            self._pooled_stage(coarse, multivector_name, "a pooled stage")
+        coarse_rows = None
+        if coarse_query is not None:
+            coarse_rows = _finite_rows(
+                coarse_query, full.dim, f"stage 0 of {multivector_name!r}", Stage.QUERY
+            )
             if coarse_limit is None or coarse_limit < prefetch:
                 raise ValueError(
                     f"coarse_limit ({coarse_limit}) must be given and at least prefetch "
@@ -655,26 +655,11 @@ class VectorStore(ABC):
             pooled=pooled_name,
             prefetch=prefetch,
             quantized_first_stage=use_quantized,
-            coarse=coarse,
+            coarse_query=coarse_rows,
             coarse_limit=coarse_limit or 0,
         )
         with self._backend_errors(Stage.QUERY, f"two-stage query on {multivector_name!r}"):
             return self._search_two_stage(stage, rows, selection, limit)
-
-    def _pooled_stage(self, name: str, full_name: str, role: str) -> MultiVectorSpec:
-        """The spec of pooled multi-vector ``name``, which must be pooled from ``full_name``
-        (the schema validator already guarantees the same dim and distance)."""
-        spec = self._schema.multivector.get(name)
-        if spec is None:
-            raise self._unknown_vector("multivector", name, Stage.QUERY)
-        if spec.pooled_from != full_name:
-            raise PageSightError(
-                ErrorCode.INDEX_FAILED,
-                Stage.QUERY,
-                f"multivector {name!r} of index {self.collection} is not {role} "
-                f"of {full_name!r} (its pooled_from is {spec.pooled_from!r})",
-            )
-        return spec
 
     def multivectors(self, ids: Sequence[str], name: str) -> dict[str, list[list[float]]]:
         """The stored rows of multi-vector ``name`` of the given points that exist and have it.

@@ -11,6 +11,11 @@ qdrant_edge has no collections and no aliases (:mod:`index.factory` versions dir
 swaps a symlink instead) and lets exactly one open handle own a shard. Its own refusal of a
 second open is an opaque WAL error, so the store takes an ``flock`` on ``.lock`` first and
 turns a conflict into a clear error: one writer per embedded index (DESIGN.md section 5).
+
+The engine has no background optimizer: new points stay in one appendable segment until
+:meth:`EdgeVectorStore.optimize`. A page (multi-vector) index seals that segment itself whenever
+about ``segment_mb`` of vectors went in, so a large one is several optimized segments that one
+query searches in parallel, one per core (see :meth:`EdgeVectorStore._upsert`).
 """
 
 from __future__ import annotations
@@ -98,7 +103,14 @@ class DirectoryLock:
             self._file = None
 
 
-def edge_config(schema: IndexSchema) -> qe.EdgeConfig:
+#: Vector data written before a page index seals its appendable segment (``segment_mb``):
+#: ~2,500 ColQwen2 pages, so 10k pages are 4 segments (see EdgeVectorStore._upsert).
+DEFAULT_SEGMENT_MB = 512
+#: Segments under this many KB of vectors stay plain when optimized (no graph, no int8 codes).
+INDEXING_THRESHOLD_KB = 10_000
+
+
+def edge_config(schema: IndexSchema, segment_mb: int = DEFAULT_SEGMENT_MB) -> qe.EdgeConfig:
     """The shard configuration a schema asks for (dense: cosine by default; sparse: IDF).
 
     Full multi-vectors that a pooled stage stands in for (page rows: 750 x 128 float16, ~80 %
@@ -107,6 +119,9 @@ def edge_config(schema: IndexSchema) -> qe.EdgeConfig:
     candidates, while copying them made every open read the whole index (bench_maxsim, 10k
     pages: 2.9 GB, 3-8 s; 0.9 GB and ~1 s without them). Queries were no slower once the pages
     were cached; :meth:`EdgeVectorStore.open` streams them into the cache in the background.
+
+    ``segment_mb`` caps what the engine's merge step may join (``max_segment_size``), so the
+    segments the store seals stay apart and a query searches them in parallel.
     """
     lazy = {spec.pooled_from for spec in schema.multivector.values() if spec.pooled_from}
     vectors: dict[str, qe.EdgeVectorParams] = {
@@ -132,7 +147,15 @@ def edge_config(schema: IndexSchema) -> qe.EdgeConfig:
         )
         for name, spec in schema.sparse.items()
     }
-    return qe.EdgeConfig(vectors=vectors or None, sparse_vectors=sparse or None)
+    return qe.EdgeConfig(
+        vectors=vectors or None,
+        sparse_vectors=sparse or None,
+        optimizers=qe.EdgeOptimizersConfig(
+            max_segment_size=segment_mb * 1024,
+            # a segment below the indexing threshold is never optimized, so it never seals
+            indexing_threshold=min(segment_mb * 1024 // 2, INDEXING_THRESHOLD_KB),
+        ),
+    )
 
 
 def edge_filter(selection: Selection) -> qe.Filter | None:
@@ -176,18 +199,37 @@ class EdgeVectorStore(VectorStore):
         *,
         upsert_batch: int = 256,
         scroll_page: int = 1024,
+        segment_mb: int = DEFAULT_SEGMENT_MB,
     ) -> None:
         super().__init__(schema, upsert_batch=upsert_batch, scroll_page=scroll_page)
+        if segment_mb < 1:
+            raise ValueError(f"segment_mb must be positive, got {segment_mb}")
         self._path = path
         self._shard = shard
         self._lock = lock
         self._warm_up: _BackgroundRead | None = None
+        # Only page indexes seal (see _upsert); a chunk index's seal would build its dense
+        # HNSW graph, minutes at the ~170k chunks that fill a segment, all of it GIL-held.
+        self._seal_bytes = segment_mb * 1024 * 1024 if schema.multivector else None
+        # Vector bytes upserted since the last seal; unknown for what an earlier process
+        # wrote, so after a reopen the appendable segment may grow up to twice the size.
+        self._unsealed_bytes = 0
 
     @classmethod
     def create(
-        cls, path: Path, schema: IndexSchema, *, upsert_batch: int = 256, scroll_page: int = 1024
+        cls,
+        path: Path,
+        schema: IndexSchema,
+        *,
+        upsert_batch: int = 256,
+        scroll_page: int = 1024,
+        segment_mb: int = DEFAULT_SEGMENT_MB,
     ) -> EdgeVectorStore:
-        """Create a new, empty index in ``path`` (which must not exist or be empty)."""
+        """Create a new, empty index in ``path`` (which must not exist or be empty).
+
+        ``segment_mb``: vector data per sealed segment (see :meth:`upsert`); the engine is
+        told not to merge segments past it, which holds for the life of the index.
+        """
         path = Path(path)
         if path.exists() and any(path.iterdir()):
             raise PageSightError(
@@ -199,7 +241,7 @@ class EdgeVectorStore(VectorStore):
         lock.acquire()
         shard: qe.EdgeShard | None = None
         try:
-            shard = qe.EdgeShard.create(str(path / SHARD_DIR), edge_config(schema))
+            shard = qe.EdgeShard.create(str(path / SHARD_DIR), edge_config(schema, segment_mb))
             for field in KEYWORD_INDEX_FIELDS:
                 params = qe.KeywordIndexParams(is_tenant=field == TENANT_FIELD)
                 shard.update(qe.UpdateOperation.create_field_index(field, params))
@@ -220,7 +262,15 @@ class EdgeVectorStore(VectorStore):
             raise PageSightError(
                 ErrorCode.INDEX_FAILED, Stage.INDEX, f"cannot create an index at {path}: {exc}"
             ) from exc
-        return cls(path, shard, lock, schema, upsert_batch=upsert_batch, scroll_page=scroll_page)
+        return cls(
+            path,
+            shard,
+            lock,
+            schema,
+            upsert_batch=upsert_batch,
+            scroll_page=scroll_page,
+            segment_mb=segment_mb,
+        )
 
     @classmethod
     def open(
@@ -230,6 +280,7 @@ class EdgeVectorStore(VectorStore):
         *,
         upsert_batch: int = 256,
         scroll_page: int = 1024,
+        segment_mb: int = DEFAULT_SEGMENT_MB,
     ) -> EdgeVectorStore:
         """Open the index in ``path`` (symlinks resolved, so a later alias swap cannot move it).
 
@@ -259,7 +310,15 @@ class EdgeVectorStore(VectorStore):
             raise PageSightError(
                 ErrorCode.INDEX_FAILED, Stage.INDEX, f"cannot open the index at {path}: {exc}"
             ) from exc
-        store = cls(path, shard, lock, stored, upsert_batch=upsert_batch, scroll_page=scroll_page)
+        store = cls(
+            path,
+            shard,
+            lock,
+            stored,
+            upsert_batch=upsert_batch,
+            scroll_page=scroll_page,
+            segment_mb=segment_mb,
+        )
         # The memory-mapped full rows are not read by the load; streaming them into the page
         # cache now turns the first queries' disk reads (4 KiB faults) into memory hits.
         store._warm_up = _BackgroundRead(mapped) if mapped else None
@@ -289,8 +348,13 @@ class EdgeVectorStore(VectorStore):
         """
         self._check_open()
         with self._backend_errors(Stage.INDEX, "optimize"):
-            self._shard.optimize()
-            self._shard.flush()
+            self._seal()
+
+    def _seal(self) -> None:
+        """Optimize the appendable segment into a sealed one (and flush the result)."""
+        self._shard.optimize()
+        self._shard.flush()
+        self._unsealed_bytes = 0
 
     def shard_info(self) -> dict[str, int]:
         """Points, segments and indexed (optimized: graph / quantized) vectors of the shard."""
@@ -314,6 +378,25 @@ class EdgeVectorStore(VectorStore):
                 vectors[name] = qe.SparseVector(list(sparse.indices), list(sparse.values))
             records.append(qe.Point(point.id, vectors, point.payload))
         self._shard.update(qe.UpdateOperation.upsert_points(records))
+        if self._seal_bytes is None:
+            return
+        # The engine scans one segment on one core: a 10k-page index in one segment took
+        # ~42 ms a two-stage query, in 2 or 4 sealed segments 26-28 ms (bench_maxsim.py, two
+        # cores); 10 segments of 1k pages 32 ms (more per-segment work, slower reopen). A
+        # seal optimizes only the new segment (~1 s per 1,000 pages) but holds the GIL, so
+        # a process that also serves queries stalls that long once per segment.
+        self._unsealed_bytes += sum(self._vector_bytes(point) for point in points)
+        if self._unsealed_bytes >= self._seal_bytes:
+            self._seal()
+
+    def _vector_bytes(self, point: IndexPoint) -> int:
+        """What ``point``'s vectors take in storage (the size a segment is sealed at)."""
+        size = sum(4 * len(vector) for vector in point.dense.values())
+        size += sum(8 * len(sparse.indices) for sparse in point.sparse.values())
+        for name, rows in point.multivector.items():
+            spec = self._schema.multivector[name]
+            size += len(rows) * spec.dim * (2 if spec.datatype == "float16" else 4)
+        return size
 
     def _delete(self, selection: Selection) -> None:
         flt = edge_filter(selection)
@@ -352,15 +435,22 @@ class EdgeVectorStore(VectorStore):
         self, stage: TwoStage, rows: list[list[float]], selection: Selection, limit: int
     ) -> list[ScoredPoint]:
         flt = edge_filter(selection)
+        # stage 0 and 1 score the same pooled vector, on its int8 codes or not
+        pooled_params = qe.SearchParams(
+            quantization=qe.QuantizationSearchParams(
+                ignore=not stage.quantized_first_stage, rescore=False
+            )
+        )
         coarse = (
             [
                 qe.Prefetch(
                     limit=stage.coarse_limit,
-                    query=qe.Query.Nearest(rows, using=stage.coarse),
+                    query=qe.Query.Nearest(stage.coarse_query, using=stage.pooled),
                     filter=flt,
+                    params=pooled_params,
                 )
             ]
-            if stage.coarse
+            if stage.coarse_query
             else None
         )
         first_stage = qe.Prefetch(
@@ -368,11 +458,7 @@ class EdgeVectorStore(VectorStore):
             query=qe.Query.Nearest(rows, using=stage.pooled),
             prefetches=coarse,
             filter=flt,
-            params=qe.SearchParams(
-                quantization=qe.QuantizationSearchParams(
-                    ignore=not stage.quantized_first_stage, rescore=False
-                )
-            ),
+            params=pooled_params,
         )
         hits = self._shard.query(
             qe.QueryRequest(

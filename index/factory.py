@@ -34,7 +34,13 @@ from qdrant_client import models as qm
 from core.errors import ErrorCode, PageSightError, Stage
 from core.settings import Settings
 from index.base import IndexSchema, VectorStore
-from index.edge import SCHEMA_FILE, DirectoryLock, EdgeVectorStore, read_schema
+from index.edge import (
+    DEFAULT_SEGMENT_MB,
+    SCHEMA_FILE,
+    DirectoryLock,
+    EdgeVectorStore,
+    read_schema,
+)
 from index.qdrant_server import QdrantServerStore, resolve_alias
 
 VERSION_SEPARATOR = "__"
@@ -214,9 +220,12 @@ class CollectionManager(ABC):
 class EdgeCollectionManager(CollectionManager):
     """Versions as directories under ``root``; the alias is the symlink ``root/<name>``."""
 
-    def __init__(self, root: Path, *, upsert_batch: int = 256) -> None:
+    def __init__(
+        self, root: Path, *, upsert_batch: int = 256, segment_mb: int = DEFAULT_SEGMENT_MB
+    ) -> None:
         super().__init__(upsert_batch=upsert_batch)
         self.root = Path(root)
+        self.segment_mb = segment_mb
 
     def versions(self, name: str) -> list[str]:
         if not self.root.is_dir():
@@ -253,6 +262,7 @@ class EdgeCollectionManager(CollectionManager):
             self.root / version_collection(name, version_id),
             schema,
             upsert_batch=self.upsert_batch,
+            segment_mb=self.segment_mb,
         )
 
     def _create(self, name: str, version_id: str, schema: IndexSchema) -> VectorStore:
@@ -260,6 +270,7 @@ class EdgeCollectionManager(CollectionManager):
             self.root / version_collection(name, version_id),
             schema,
             upsert_batch=self.upsert_batch,
+            segment_mb=self.segment_mb,
         )
 
     def _check_promotable(self, name: str, version_id: str) -> None:
@@ -405,7 +416,11 @@ def collection_manager(settings: Settings) -> CollectionManager:
         return QdrantCollectionManager(
             client, owns_client=True, upsert_batch=settings.index.upsert_batch
         )
-    return EdgeCollectionManager(edge_root(settings), upsert_batch=settings.index.upsert_batch)
+    return EdgeCollectionManager(
+        edge_root(settings),
+        upsert_batch=settings.index.upsert_batch,
+        segment_mb=settings.index.segment_mb,
+    )
 
 
 def alias_name(settings: Settings, name: str) -> str:

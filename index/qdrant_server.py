@@ -275,9 +275,21 @@ class QdrantServerStore(VectorStore):
         self, stage: TwoStage, rows: list[list[float]], selection: Selection, limit: int
     ) -> list[ScoredPoint]:
         flt = qdrant_filter(selection)
+        # stage 0 and 1 score the same pooled vector, on its int8 codes or not
+        pooled_params = qm.SearchParams(
+            quantization=qm.QuantizationSearchParams(
+                ignore=not stage.quantized_first_stage, rescore=False
+            )
+        )
         coarse = (
-            qm.Prefetch(query=rows, using=stage.coarse, limit=stage.coarse_limit, filter=flt)
-            if stage.coarse
+            qm.Prefetch(
+                query=stage.coarse_query,
+                using=stage.pooled,
+                limit=stage.coarse_limit,
+                filter=flt,
+                params=pooled_params,
+            )
+            if stage.coarse_query
             else None
         )
         first_stage = qm.Prefetch(
@@ -286,11 +298,7 @@ class QdrantServerStore(VectorStore):
             using=stage.pooled,
             limit=stage.prefetch,
             filter=flt,
-            params=qm.SearchParams(
-                quantization=qm.QuantizationSearchParams(
-                    ignore=not stage.quantized_first_stage, rescore=False
-                )
-            ),
+            params=pooled_params,
         )
         response = self._client.query_points(
             self._collection,

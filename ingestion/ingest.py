@@ -30,7 +30,6 @@ from core.types import EVERYONE, Chunk, IngestJob, JobState, ParsedDocument
 from index.base import IndexPoint, VectorStore
 from index.vectors import (
     DENSE_VECTOR,
-    PAGE_COARSE_VECTOR,
     PAGE_POOLED_VECTOR,
     PAGE_VECTOR,
     SPARSE_VECTOR,
@@ -97,7 +96,6 @@ def chunk_payload(chunk: Chunk, parsed: ParsedDocument, acl: list[str]) -> dict[
 
 #: How page vectors are pooled for the two-stage search's first stage (stamped in the schema).
 FIRST_STAGE_POOLING = "mean-blocks-20"
-COARSE_STAGE_POOLING = "mean-blocks-2x2"
 
 
 def first_stage_rows(
@@ -105,26 +103,17 @@ def first_stage_rows(
 ) -> np.ndarray:
     """20 block means over the patch grid (5 x 4 on portrait pages, 4 x 5 on landscape).
 
-    bench/bench_maxsim.py at 10k pages: block means alone give 24x over exact MaxSim at
-    recall@10 0.976 (prefetch 50), 33x at 0.956 behind stage 0 (:func:`coarse_stage_rows`);
-    Qdrant's row + column means (55 rows) give ~9x at 0.96.
+    They serve both cheap stages of the visual query: stage 0 scores them against 3 centroids
+    of the query rows over every page, stage 1 against the full query over the pages stage 0
+    kept. bench/bench_maxsim.py at 10k pages: ~38x over exact MaxSim at recall@10 0.988
+    (prefetch 50); block means without stage 0 ~24x at 0.990; Qdrant's row + column means
+    (55 rows) ~11x at 0.82 (prefetch 50) to ~9x at 0.96 (prefetch 200).
     """
     from models.pooling import pool_blocks
 
     rows, cols = grid
     blocks = (5, 4) if rows >= cols else (4, 5)
     return pool_blocks(vectors, image_mask, grid, (min(blocks[0], rows), min(blocks[1], cols)))
-
-
-def coarse_stage_rows(
-    vectors: np.ndarray, image_mask: np.ndarray, grid: tuple[int, int]
-) -> np.ndarray:
-    """4 block means (2 x 2): stage 0, a 5x cheaper scan that keeps a few thousand pages for
-    the 20-block first stage (bench_maxsim.py, 10k pages: 31 ms instead of 42 ms per query)."""
-    from models.pooling import pool_blocks
-
-    rows, cols = grid
-    return pool_blocks(vectors, image_mask, grid, (min(2, rows), min(2, cols)))
 
 
 @dataclass
@@ -363,19 +352,13 @@ class Ingestor:
         return points
 
     def _page_vectors(self, embedded: PageEmbedding) -> dict[str, list[list[float]]]:
-        """The full rows and every pooled stage the page collection's schema has."""
-        assert self.page_store is not None
-        out = {
+        """The full rows (exact MaxSim) and their 20 block means (stages 0 and 1)."""
+        return {
             PAGE_VECTOR: embedded.vectors.tolist(),
             PAGE_POOLED_VECTOR: first_stage_rows(
                 embedded.vectors, embedded.image_mask, embedded.grid
             ).tolist(),
         }
-        if PAGE_COARSE_VECTOR in self.page_store.schema.multivector:
-            out[PAGE_COARSE_VECTOR] = coarse_stage_rows(
-                embedded.vectors, embedded.image_mask, embedded.grid
-            ).tolist()
-        return out
 
     def _stores(self) -> list[VectorStore]:
         return [self.store] + ([self.page_store] if self.page_store is not None else [])

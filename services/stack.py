@@ -24,7 +24,6 @@ from index.vectors import (
 )
 from ingestion.catalog import Catalog
 from ingestion.ingest import (
-    COARSE_STAGE_POOLING,
     FIRST_STAGE_POOLING,
     DocumentParseFn,
     Ingestor,
@@ -90,7 +89,6 @@ class LocalStack:
                     dim=self.page_embedder.dim,
                     model_id=self.page_embedder.model_id,
                     pooling=FIRST_STAGE_POOLING,
-                    coarse_pooling=COARSE_STAGE_POOLING,
                 ),
             )
         self.catalog = Catalog(settings.data_dir / "catalog.sqlite3")

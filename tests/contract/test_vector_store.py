@@ -29,12 +29,11 @@ from index.base import (
     MultiVectorSpec,
     SparseVectorSpec,
     VectorStore,
-    coarse_vector_name,
     pooled_vector_name,
 )
 from index.edge import EdgeVectorStore
 from index.qdrant_server import QdrantServerStore
-from models.pooling import pool_blocks, pool_rows_cols
+from models.pooling import pool_rows_cols, query_centroids
 
 DIM = 8
 MV_DIM = 4
@@ -52,10 +51,6 @@ PAGE_SCHEMA_INT8 = IndexSchema.for_pages(
     name="page", dim=PAGE_DIM, model_id="test-colqwen", pooled_quantization="int8"
 )
 POOLED = pooled_vector_name("page")
-COARSE = coarse_vector_name("page")
-PAGE_SCHEMA_COARSE = IndexSchema.for_pages(
-    name="page", dim=PAGE_DIM, model_id="test-colqwen", coarse_pooling="mean-blocks-2x2"
-)
 COLLECTION = "contract__00000000000000000001"
 #: small scroll pages, so a few dozen points already exercise paging
 SCROLL_PAGE = 7
@@ -105,16 +100,12 @@ def make_page(
     key: str,
     rows: np.ndarray,
     grid: tuple[int, int] = PAGE_GRID,
-    coarse: bool = False,
     **kw: Any,
 ) -> IndexPoint:
-    """A page point: its full rows plus their row/column mean-pooled first stage (and, with
-    ``coarse``, 2 x 2 block means for a stage 0)."""
+    """A page point: its full rows plus their row/column mean-pooled first stage."""
     mask = np.arange(len(rows)) >= PROMPT_ROWS
     point = make_point(key, **kw)
     vectors = {"page": rows.tolist(), POOLED: pool_rows_cols(rows, mask, grid).tolist()}
-    if coarse:
-        vectors[COARSE] = pool_blocks(rows, mask, grid, (2, 2)).tolist()
     return point.model_copy(update={"multivector": vectors})
 
 
@@ -308,47 +299,55 @@ class VectorStoreContract:
         finally:
             store.close()
 
-    def test_three_stages_equal_exact_and_filter_inside_stage_zero(self, tmp_path: Path) -> None:
-        """With a coarse stage 0 in front: == exact MaxSim when every limit covers the visible
-        pages, and the access filter applies inside stage 0 too (limit 1 would otherwise be
+    def test_three_stages_equal_exact_and_filter_inside_stage_zero(
+        self, page_store: VectorStore
+    ) -> None:
+        """With stage 0 (the query's centroids against the pooled rows) in front: == exact
+        MaxSim when every limit covers the visible pages; stage 0 scores its own rows, not the
+        query's; and the access filter applies inside stage 0 too (limit 1 would otherwise be
         taken by a hidden page)."""
         rng = np.random.default_rng(25)
-        store = self.create(tmp_path, PAGE_SCHEMA_COARSE)
-        try:
-            pages = [make_page(f"p{i}", page_rows(rng), coarse=True) for i in range(24)]
-            content = page_rows(rng)
-            noisy = content + 0.3 * rng.normal(size=content.shape) / np.sqrt(PAGE_DIM)
-            noisy /= np.linalg.norm(noisy, axis=1, keepdims=True)
-            visible = make_page("visible", noisy, coarse=True, acl=["alice"])
-            hidden = make_page("hidden", content, coarse=True, tenant="globex")
-            store.upsert([*pages, visible, hidden])
-            everyone = AccessFilter(tenant="acme")
-            query = planted_query(rng, np.asarray(pages[7].multivector["page"]))
-            exact = exact_maxsim(query, [*pages, visible])
-            hits = store.query_two_stage(
-                "page", POOLED, query, everyone, 10, 25, coarse=COARSE, coarse_limit=25
+        pages = [make_page(f"p{i}", page_rows(rng)) for i in range(24)]
+        content = page_rows(rng)
+        noisy = content + 0.3 * rng.normal(size=content.shape) / np.sqrt(PAGE_DIM)
+        noisy /= np.linalg.norm(noisy, axis=1, keepdims=True)
+        visible = make_page("visible", noisy, acl=["alice"])
+        hidden = make_page("hidden", content, tenant="globex")
+        page_store.upsert([*pages, visible, hidden])
+        everyone = AccessFilter(tenant="acme")
+        query = planted_query(rng, np.asarray(pages[7].multivector["page"]))
+        centroids = query_centroids(query, 2).tolist()
+        exact = exact_maxsim(query, [*pages, visible])
+        hits = page_store.query_two_stage(
+            "page", POOLED, query, everyone, 10, 25, coarse_query=centroids, coarse_limit=25
+        )
+        assert_exact_top_k(hits, exact, [*pages, visible], 10)
+        planted = page_store.query_two_stage(
+            "page", POOLED, query, everyone, 1, 3, coarse_query=centroids, coarse_limit=6
+        )
+        assert ids_of(planted) == [pages[7].id]
+        # stage 0 keeps one page, chosen by its own rows: the full query cannot bring 7 back
+        elsewhere = planted_query(rng, np.asarray(pages[3].multivector["page"]))
+        only_stage0 = page_store.query_two_stage(
+            "page", POOLED, query, everyone, 1, 1, coarse_query=elsewhere, coarse_limit=1
+        )
+        assert ids_of(only_stage0) == [pages[3].id]
+        alice = AccessFilter(tenant="acme", principals=["alice"])
+        leak = content[PROMPT_ROWS : PROMPT_ROWS + 6].tolist()
+        only = page_store.query_two_stage(
+            "page", POOLED, leak, alice, 1, 1, coarse_query=leak[:2], coarse_limit=1
+        )
+        assert ids_of(only) == [visible.id]
+        with pytest.raises(ValueError, match="coarse_limit"):
+            page_store.query_two_stage("page", POOLED, query, everyone, 1, 5, coarse_query=query)
+        with pytest.raises(ValueError, match="coarse_limit"):
+            page_store.query_two_stage(
+                "page", POOLED, query, everyone, 1, 5, coarse_query=query, coarse_limit=4
             )
-            assert_exact_top_k(hits, exact, [*pages, visible], 10)
-            planted = store.query_two_stage(
-                "page", POOLED, query, everyone, 1, 3, coarse=COARSE, coarse_limit=6
+        with pytest.raises(PageSightError, match=r"stage 0 .* expected one or more rows of 16"):
+            page_store.query_two_stage(
+                "page", POOLED, query, everyone, 1, 1, coarse_query=[[1.0]], coarse_limit=5
             )
-            assert ids_of(planted) == [pages[7].id]
-            alice = AccessFilter(tenant="acme", principals=["alice"])
-            leak = content[PROMPT_ROWS : PROMPT_ROWS + 6].tolist()
-            only = store.query_two_stage(
-                "page", POOLED, leak, alice, 1, 1, coarse=COARSE, coarse_limit=1
-            )
-            assert ids_of(only) == [visible.id]
-            with pytest.raises(ValueError, match="coarse_limit"):
-                store.query_two_stage("page", POOLED, query, everyone, 1, 5, coarse=COARSE)
-            with pytest.raises(PageSightError, match="not a pooled stage"):
-                store.query_two_stage(
-                    "page", POOLED, query, everyone, 1, 1, coarse="page", coarse_limit=5
-                )
-            with pytest.raises(PageSightError, match="has multivector 'page' but not"):
-                store.upsert([make_page("no-coarse", page_rows(rng))])
-        finally:
-            store.close()
 
     def test_two_stage_refuses_bad_requests(self, page_store: VectorStore) -> None:
         rng = np.random.default_rng(24)
@@ -769,6 +768,56 @@ class TestEdgeVectorStore(VectorStoreContract):
             # int8 codes rank the (near-tied) non-target candidates a little differently: the
             # quantized first stage is really in use.
             assert candidates_differ
+        finally:
+            store.close()
+
+    def test_upsert_seals_a_segment_every_segment_mb(self, tmp_path: Path) -> None:
+        """~77 KB of vectors a page and segment_mb=1: a segment is sealed every ~14 pages, the
+        engine's merge step keeps them apart (also on optimize and after a reopen), and the
+        two-stage query over many segments still equals exact MaxSim."""
+        dim, grid = 128, (12, 20)
+        schema = IndexSchema.for_pages(name="page", dim=dim, model_id="test-colqwen")
+        rng = np.random.default_rng(27)
+        mask = np.ones(grid[0] * grid[1], dtype=bool)
+        pages = []
+        for i in range(60):
+            rows = rng.normal(size=(grid[0] * grid[1], dim)).astype(np.float32)
+            rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+            vectors = {"page": rows.tolist(), POOLED: pool_rows_cols(rows, mask, grid).tolist()}
+            pages.append(make_point(f"p{i}").model_copy(update={"multivector": vectors}))
+        store = EdgeVectorStore.create(tmp_path / "index", schema, segment_mb=1)
+        try:
+            for start in range(0, len(pages), 10):
+                store.upsert(pages[start : start + 10])
+            sealed = store.shard_info()["segments"]
+            assert sealed >= 4
+            store.optimize()
+            assert store.shard_info()["segments"] >= sealed
+            store.close()
+            store = EdgeVectorStore.open(tmp_path / "index", schema, segment_mb=1)
+            assert store.shard_info()["points"] == 60
+            assert store.shard_info()["segments"] >= sealed
+            access = AccessFilter(tenant="acme")
+            query = planted_query(rng, np.asarray(pages[33].multivector["page"]))
+            hits = store.query_two_stage("page", POOLED, query, access, 10, 60)
+            assert_exact_top_k(hits, exact_maxsim(query, pages), pages, 10)
+            assert ids_of(hits)[0] == pages[33].id
+        finally:
+            store.close()
+
+    def test_a_chunk_index_does_not_seal(self, tmp_path: Path) -> None:
+        """1.2 MB of dense vectors at segment_mb=1 stay in one segment: sealing would build
+        the dense HNSW graph with the GIL held (only page indexes seal)."""
+        schema = IndexSchema(dense={"text": DenseVectorSpec(dim=1024, model_id="test-dense")})
+        rng = np.random.default_rng(28)
+        store = EdgeVectorStore.create(tmp_path / "index", schema, segment_mb=1)
+        try:
+            for start in range(0, 300, 50):
+                batch = range(start, start + 50)
+                store.upsert(
+                    [make_point(f"c{i}", dense=rng.normal(size=1024).tolist()) for i in batch]
+                )
+            assert store.shard_info()["segments"] == 1
         finally:
             store.close()
 

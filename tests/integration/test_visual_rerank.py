@@ -24,11 +24,11 @@ from gateway.retrieval import PageKey
 from gateway.visual_rerank import VisualPageReranker, fuse_visual_ranking, maxsim
 from index.base import IndexPoint, IndexSchema
 from index.edge import EdgeVectorStore
-from index.vectors import PAGE_COARSE_VECTOR, PAGE_POOLED_VECTOR, PAGE_VECTOR
+from index.vectors import PAGE_POOLED_VECTOR, PAGE_VECTOR
 from ingestion import samples
 from ingestion.ingest import IngestRequest
 from models.colqwen import ColQwen2Embedder
-from models.pooling import pool_rows_cols
+from models.pooling import pool_rows_cols, query_centroids
 from models.tiny_colqwen import build_tiny_colqwen2
 from services.stack import LocalStack
 
@@ -138,7 +138,7 @@ def store_scores(indexed: Indexed, access: AccessFilter, rows: np.ndarray) -> di
         access,
         limit=100,
         prefetch=100,
-        coarse=PAGE_COARSE_VECTOR,
+        coarse_query=query_centroids(rows, 3).tolist(),
         coarse_limit=100,
     )
     assert [h.id for h in staged] == [h.id for h in full]

@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from index.base import IndexSchema, pooled_vector_name
-from models.pooling import ROWS_COLS, l2_normalise, pool_blocks, pool_rows_cols
+from models.pooling import (
+    ROWS_COLS,
+    l2_normalise,
+    pool_blocks,
+    pool_rows_cols,
+    query_centroids,
+)
 
 
 def unit_rows(rng: np.random.Generator, n: int, dim: int = 8) -> np.ndarray:
@@ -135,3 +141,33 @@ def test_the_page_schema_stamps_this_pooling() -> None:
     assert pooled_vector_name("page-colqwen") == "page-colqwen-pooled"
     assert pooled.pooling == ROWS_COLS and pooled.pooled_from == "page-colqwen"
     assert schema.multivector["page-colqwen"].pooled_from is None
+
+
+def test_query_centroids_find_the_directions_a_query_asks_about() -> None:
+    """Rows drawn around 3 directions (a query about three things): 3 centroids land on those
+    directions, whichever order the rows come in, and are unit length."""
+    rng = np.random.default_rng(5)
+    topics = unit_rows(rng, 3, dim=32)
+    rows = np.concatenate([topic + 0.15 * rng.normal(size=(7, 32)) for topic in topics])
+    centroids = query_centroids(rows, 3)
+    assert centroids.shape == (3, 32) and centroids.dtype == np.float32
+    assert np.allclose(np.linalg.norm(centroids, axis=1), 1.0, atol=1e-5)
+    assert sorted(np.argmax(centroids @ topics.T, axis=1)) == [0, 1, 2]
+    assert (np.max(centroids @ topics.T, axis=1) > 0.9).all()
+    shuffled = query_centroids(rows[rng.permutation(len(rows))], 3)
+    assert np.allclose(
+        np.sort(shuffled @ topics.T, axis=None), np.sort(centroids @ topics.T, axis=None), atol=1e-5
+    )
+
+
+def test_query_centroids_are_deterministic_and_keep_short_queries_whole() -> None:
+    rng = np.random.default_rng(6)
+    rows = unit_rows(rng, 20)
+    assert np.array_equal(query_centroids(rows, 3), query_centroids(rows.tolist(), 3))
+    assert np.allclose(query_centroids(rows[:2] * 3.0, 3), rows[:2], atol=1e-6)
+    with pytest.raises(ValueError, match="count"):
+        query_centroids(rows, 0)
+    with pytest.raises(ValueError, match="non-empty"):
+        query_centroids(np.zeros((0, 8)), 3)
+    with pytest.raises(ValueError, match="non-empty"):
+        query_centroids(np.ones(8), 3)
