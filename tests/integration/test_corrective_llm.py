@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from core.settings import AnswerOptions, CorrectiveOptions, LlmOptions, Settings
-from core.types import AccessFilter, Grade, RetrievalTrace, RouteName
-from gateway.answer import ABSTAIN_TEXT, AnswerPipeline, AnswerRequest, Candidates, Passage
+from core.types import AccessFilter, Grade, RouteName
+from gateway.answer import ABSTAIN_TEXT, AnswerPipeline, AnswerRequest, Passage
 from gateway.auth import Caller
 from gateway.corrective import (
     GRADE_SCHEMA_NAME,
@@ -35,6 +35,7 @@ from ingestion import samples
 from models.llm import OpenAiChatClient
 from models.reranker import FusedScoreRanker
 from services.index_service import IndexService
+from tests.fakes import TableSearch
 from tests.openai_stub import Script, Step, scripted_server
 
 pytestmark = pytest.mark.integration
@@ -64,29 +65,6 @@ def passage(chunk_id: str, score: float = 0.5) -> Passage:
         text=f"Text of {chunk_id}: revenue figures and other numbers for 2023.",
         score=score,
     )
-
-
-class FakeSearch:
-    """Answers ``(query, route, n)`` (else ``query``) from a table; records every call."""
-
-    def __init__(self, table: dict[Any, Sequence[Passage]], version: str = "chunks__v1") -> None:
-        self.table = table
-        self.version = version
-        self.calls: list[tuple[str, RouteName, int]] = []
-
-    def __call__(self, query: str, access: AccessFilter, route: RouteName, n: int) -> Candidates:
-        self.calls.append((query, route, n))
-        key = " ".join(query.split())
-        found = list(self.table.get((key, route, n), self.table.get(key, [])))[:n]
-        trace = RetrievalTrace(
-            trace_id="search",
-            query=query,
-            requested_route=route,
-            route=route,
-            index_version=self.version,
-            doc_ids=sorted({p.doc_id for p in found}),
-        )
-        return Candidates(found, trace)
 
 
 def schema_name(body: dict[str, Any]) -> str | None:
@@ -135,7 +113,7 @@ def graded_markers(script: Script) -> set[str]:
 
 
 def llm_corrective(
-    url: str, search: FakeSearch, *, visual: bool = False, **options: Any
+    url: str, search: TableSearch, *, visual: bool = False, **options: Any
 ) -> CorrectiveRetrieval:
     return build_corrective(
         search,
@@ -153,7 +131,7 @@ def test_mostly_correct_passes_through_without_the_incorrect(
         {"c1": "correct", "c2": "incorrect", "c3": "correct", "c4": "correct", "c5": "ambiguous"}
     )
     found = [passage(f"c{i}") for i in range(1, 7)]
-    search = FakeSearch({QUESTION: found})
+    search = TableSearch({QUESTION: found})
     crag = llm_corrective(url, search)
     assert isinstance(crag.grader, LlmGrader) and isinstance(crag.rewriter, LlmRewriter)
     candidates, trace = crag.run(QUESTION, ACCESS, RouteName.TEXT, 30)
@@ -184,7 +162,7 @@ def test_mostly_ambiguous_rewrites_with_the_llm_and_searches_again(
     script.responder = responder(
         {"a1": "ambiguous", "a2": "ambiguous", "a3": "correct", "r1": "correct", "r2": "correct"}
     )
-    search = FakeSearch(
+    search = TableSearch(
         {
             QUESTION: [passage("a1"), passage("a2"), passage("a3")],
             REWRITTEN: [passage("r1"), passage("r2"), passage("a1")],
@@ -219,7 +197,7 @@ def test_mostly_incorrect_widens_and_answers_from_the_widened_candidates(
         "abstain": False,
     }
     script.responder = responder({"w1": "correct", "w2": "correct"}, answer=answer)
-    search = FakeSearch(
+    search = TableSearch(
         {
             (QUESTION, RouteName.TEXT, 30): [passage("i1"), passage("i2"), passage("i3")],
             (QUESTION, RouteName.HYBRID, 60): [passage("i1"), passage("w1"), passage("w2")],
@@ -246,7 +224,7 @@ def test_mostly_incorrect_widens_and_answers_from_the_widened_candidates(
 def test_still_mostly_incorrect_after_widening_abstains(server: tuple[str, Script]) -> None:
     url, script = server
     script.responder = responder({"w1": "correct"})
-    search = FakeSearch(
+    search = TableSearch(
         {
             (QUESTION, RouteName.TEXT, 30): [passage("i1"), passage("i2")],
             (QUESTION, RouteName.TEXT, 60): [passage("i1"), passage("i2"), passage("i3")],
@@ -269,7 +247,7 @@ def test_still_mostly_incorrect_after_widening_abstains(server: tuple[str, Scrip
 def test_at_most_one_corrective_round(server: tuple[str, Script]) -> None:
     url, script = server
     script.responder = responder({f"a{i}": "ambiguous" for i in range(1, 7)})
-    search = FakeSearch(
+    search = TableSearch(
         {
             QUESTION: [passage("a1"), passage("a2"), passage("a3")],
             REWRITTEN: [passage("a4"), passage("a5"), passage("a6")],
@@ -292,7 +270,7 @@ def test_a_grading_failure_grades_ambiguous_with_its_reason(server: tuple[str, S
         rewrite=REWRITTEN,
     )
     found = [passage("c1"), passage("c2"), passage("c3")]
-    search = FakeSearch({QUESTION: found, REWRITTEN: found})
+    search = TableSearch({QUESTION: found, REWRITTEN: found})
     crag = llm_corrective(url, search)
     _, trace = crag.run(QUESTION, ACCESS, RouteName.TEXT, 30)
 
@@ -312,7 +290,7 @@ def test_a_grading_failure_grades_ambiguous_with_its_reason(server: tuple[str, S
 def test_grades_are_cached_per_query_chunk_and_index_version(server: tuple[str, Script]) -> None:
     url, script = server
     script.responder = responder({"c1": "correct", "c2": "correct", "c3": "incorrect"})
-    search = FakeSearch({QUESTION: [passage("c1"), passage("c2"), passage("c3")]})
+    search = TableSearch({QUESTION: [passage("c1"), passage("c2"), passage("c3")]})
     crag = llm_corrective(url, search)
 
     _, first = crag.run(QUESTION, ACCESS, RouteName.TEXT, 30)
@@ -340,7 +318,7 @@ def test_grading_calls_run_in_parallel(server: tuple[str, Script]) -> None:
         return grade(body)
 
     script.responder = timed
-    search = FakeSearch({QUESTION: [passage(f"c{i}") for i in range(1, 5)]})
+    search = TableSearch({QUESTION: [passage(f"c{i}") for i in range(1, 5)]})
     crag = llm_corrective(url, search, grader_concurrency=4)
     _, trace = crag.run(QUESTION, ACCESS, RouteName.TEXT, 30)
     assert [g.grade for g in trace.grades] == [C, C, C, C]

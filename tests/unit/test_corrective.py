@@ -17,13 +17,12 @@ from pydantic import ValidationError
 
 from core.errors import ErrorCode
 from core.settings import AnswerOptions, CorrectiveOptions, Settings
-from core.types import AccessFilter, Grade, RetrievalTrace, RouteName
+from core.types import AccessFilter, Grade, RouteName
 from gateway.answer import (
     ABSTAIN_TEXT,
     AnsweredQuery,
     AnswerPipeline,
     AnswerRequest,
-    Candidates,
     Passage,
 )
 from gateway.corrective import (
@@ -43,6 +42,7 @@ from gateway.corrective import (
 )
 from models.llm import ChatMessage, ChatResult, LlmError, MalformedOutput
 from models.reranker import FusedScoreRanker
+from tests.fakes import TableSearch
 
 ACCESS = AccessFilter(tenant="acme", principals=["alice"])
 C, A, X = Grade.CORRECT, Grade.AMBIGUOUS, Grade.INCORRECT
@@ -56,33 +56,6 @@ def passage(chunk_id: str, score: float = 0.5, doc_id: str | None = None) -> Pas
         text=f"Text of {chunk_id}: total revenue rose to 4.2 billion dollars in 2023.",
         score=score,
     )
-
-
-class FakeSearch:
-    """Answers ``(query, route, n)``, ``(query, route)`` or ``query`` (the first in the table)
-    from a table; records every call."""
-
-    def __init__(
-        self, table: dict[Any, Sequence[Passage]], version: str | None = "chunks__v1"
-    ) -> None:
-        self.table = table
-        self.version = version
-        self.calls: list[tuple[str, RouteName, int]] = []
-
-    def __call__(self, query: str, access: AccessFilter, route: RouteName, n: int) -> Candidates:
-        self.calls.append((query, route, n))
-        found = self.table.get(
-            (query, route, n), self.table.get((query, route), self.table.get(query, []))
-        )
-        trace = RetrievalTrace(
-            trace_id="search",
-            query=query,
-            requested_route=route,
-            route=route,
-            index_version=self.version,
-            doc_ids=sorted({p.doc_id for p in found}),
-        )
-        return Candidates(list(found)[:n], trace)
 
 
 class FakeGrader:
@@ -138,7 +111,7 @@ class FakeLlm:
 
 
 def corrective(
-    search: FakeSearch,
+    search: TableSearch,
     grades: dict[str, Grade],
     *,
     visual: bool = False,
@@ -219,7 +192,7 @@ def test_keyword_query(question: str, expected: str) -> None:
 
 def test_mostly_correct_passes_through_without_the_incorrect() -> None:
     found = [passage(c) for c in ("c1", "c2", "c3", "c4", "c5", "c6")]
-    search = FakeSearch({"q": found})
+    search = TableSearch({"q": found})
     crag, grader = corrective(search, {"c1": C, "c2": X, "c3": C, "c4": C, "c5": A, "c6": X})
     candidates, trace = crag.run("q", ACCESS, RouteName.TEXT, 30)
     # c6 is beyond the graded top 5: it passes ungraded
@@ -245,7 +218,7 @@ def test_grades_each_chunk_once_per_round() -> None:
     first = passage("c1")
     second_page = Passage(chunk_id="c1", doc_id=first.doc_id, page_number=2, text=first.text)
     found = [first, second_page, passage("c2"), passage("c3")]
-    crag, grader = corrective(FakeSearch({"q": found}), {"c1": X, "c2": C, "c3": C})
+    crag, grader = corrective(TableSearch({"q": found}), {"c1": X, "c2": C, "c3": C})
     candidates, trace = crag.run("q", ACCESS, RouteName.TEXT, 30)
     assert grader.calls == [("q", ["c1", "c2", "c3"])]
     assert [p.chunk_id for p in candidates.passages] == ["c2", "c3"]
@@ -255,7 +228,7 @@ def test_grades_each_chunk_once_per_round() -> None:
 def test_mostly_ambiguous_rewrites_once_and_searches_again() -> None:
     question = "What was the total revenue in 2023?"
     rewritten = "total revenue 2023"
-    search = FakeSearch(
+    search = TableSearch(
         {
             question: [passage("a1"), passage("a2"), passage("a3")],
             rewritten: [passage("r1"), passage("a1"), passage("r2")],
@@ -279,7 +252,7 @@ def test_mostly_ambiguous_rewrites_once_and_searches_again() -> None:
 
 def test_ambiguous_keeps_the_first_candidates_when_the_rewrite_finds_worse() -> None:
     question = "What was the total revenue in 2023?"
-    search = FakeSearch(
+    search = TableSearch(
         {
             question: [passage("a1"), passage("a2"), passage("a3")],
             "total revenue 2023": [passage("x1"), passage("x2"), passage("a1")],
@@ -293,7 +266,7 @@ def test_ambiguous_keeps_the_first_candidates_when_the_rewrite_finds_worse() -> 
 
 
 def test_a_rewrite_equal_to_the_question_searches_nothing_more() -> None:
-    search = FakeSearch({"what is it?": [passage("a1"), passage("a2")]})
+    search = TableSearch({"what is it?": [passage("a1"), passage("a2")]})
     crag, _ = corrective(search, {"a1": A, "a2": A})
     candidates, trace = crag.run("what is it?", ACCESS, RouteName.TEXT, 30)
     assert len(search.calls) == 1 and trace.rounds == 0 and trace.action == "rewrite"
@@ -314,7 +287,7 @@ def test_a_rewrite_equal_to_the_question_searches_nothing_more() -> None:
 def test_mostly_incorrect_widens_the_search(
     route: RouteName, visual: bool, widened: RouteName
 ) -> None:
-    search = FakeSearch(
+    search = TableSearch(
         {
             ("q", route, 30): [passage("i1"), passage("i2"), passage("c1")],
             ("q", widened, 60): [passage("i1"), passage("i2"), passage("w1"), passage("w2")],
@@ -333,7 +306,7 @@ def test_mostly_incorrect_widens_the_search(
 
 
 def test_still_mostly_incorrect_after_widening_abstains() -> None:
-    search = FakeSearch(
+    search = TableSearch(
         {
             ("q", RouteName.TEXT): [passage("i1"), passage("i2"), passage("c1")],
             ("q", RouteName.HYBRID): [passage("i1"), passage("i3"), passage("i4")],
@@ -350,7 +323,7 @@ def test_still_mostly_incorrect_after_widening_abstains() -> None:
 
 
 def test_widening_that_finds_nothing_new_abstains() -> None:
-    search = FakeSearch({"q": [passage("i1"), passage("i2")]})
+    search = TableSearch({"q": [passage("i1"), passage("i2")]})
     crag, grader = corrective(search, {})
     _, trace = crag.run("q", ACCESS, RouteName.TEXT, 30)
     assert grader.calls[1] == ("q", [])
@@ -358,7 +331,7 @@ def test_widening_that_finds_nothing_new_abstains() -> None:
 
 
 def test_on_incorrect_abstain_does_not_search_again() -> None:
-    search = FakeSearch({"q": [passage("i1"), passage("i2")]})
+    search = TableSearch({"q": [passage("i1"), passage("i2")]})
     crag, _ = corrective(search, {}, on_incorrect="abstain")
     candidates, trace = crag.run("q", ACCESS, RouteName.TEXT, 30)
     assert len(search.calls) == 1 and trace.action == "abstain" and trace.abstained
@@ -373,7 +346,7 @@ def test_at_most_one_corrective_round() -> None:
     """The corrective round's candidates are mostly ambiguous again (or incorrect): no second
     rewrite, no second widening."""
     question = "What was the total revenue in 2023?"
-    search = FakeSearch(
+    search = TableSearch(
         {
             question: [passage("a1"), passage("a2"), passage("a3")],
             "total revenue 2023": [passage("a4"), passage("a5"), passage("a6")],
@@ -385,7 +358,7 @@ def test_at_most_one_corrective_round() -> None:
     assert trace.corrected_decision == A and trace.used == "corrected"
     assert [p.chunk_id for p in candidates.passages] == ["a4", "a5", "a6"]
 
-    search = FakeSearch({"q": [passage("i1")], ("q", RouteName.TEXT): [passage("i1")]})
+    search = TableSearch({"q": [passage("i1")], ("q", RouteName.TEXT): [passage("i1")]})
     crag, _ = corrective(search, {})
     crag.run("q", ACCESS, RouteName.KEYWORD, 30)
     assert len(search.calls) == 2
@@ -412,7 +385,7 @@ def test_grade_cache_is_an_lru_keyed_by_query_chunk_and_version() -> None:
 
 def test_cacheable_grades_are_reused_for_the_same_index_version_only() -> None:
     found = [passage("c1"), passage("c2"), passage("c3")]
-    search = FakeSearch({"q": found}, version="v1")
+    search = TableSearch({"q": found}, version="v1")
     crag, grader = corrective(search, {"c1": C, "c2": C, "c3": X}, cacheable=True)
     _, first = crag.run("q", ACCESS, RouteName.TEXT, 30)
     _, again = crag.run("q", ACCESS, RouteName.TEXT, 30)
@@ -426,7 +399,7 @@ def test_cacheable_grades_are_reused_for_the_same_index_version_only() -> None:
 
 def test_the_corrective_round_reuses_this_requests_grades() -> None:
     question = "What was the total revenue in 2023?"
-    search = FakeSearch(
+    search = TableSearch(
         {
             question: [passage("a1"), passage("a2"), passage("c1")],
             "total revenue 2023": [passage("a1"), passage("c1"), passage("c2")],
@@ -440,7 +413,7 @@ def test_the_corrective_round_reuses_this_requests_grades() -> None:
 
 
 def test_score_grades_are_never_cached() -> None:
-    search = FakeSearch({"q": [passage("c1", 0.9), passage("c2", 0.8)]})
+    search = TableSearch({"q": [passage("c1", 0.9), passage("c2", 0.8)]})
     grader = ScoreBandGrader(0.6, 0.3)
     crag = CorrectiveRetrieval(search, grader, options=CorrectiveOptions(enabled=True))
     crag.run("q", ACCESS, RouteName.TEXT, 30)
@@ -484,12 +457,12 @@ class LogitRanker:
 
 
 def test_pipeline_scorer_is_the_answer_pipelines_confidence() -> None:
-    pipeline = AnswerPipeline(FakeSearch({}), FusedScoreRanker(), None)
+    pipeline = AnswerPipeline(TableSearch({}), FusedScoreRanker(), None)
     scorer = pipeline_scorer(pipeline)
     passages = [passage("c1", 0.9), passage("c2", 1.7), passage("c3", -0.2)]
     assert list(scorer("q", passages)) == [0.9, 1.0, 0.0]  # clamped, in the input order
 
-    logits = AnswerPipeline(FakeSearch({}), LogitRanker(), None)  # type: ignore[arg-type]
+    logits = AnswerPipeline(TableSearch({}), LogitRanker(), None)  # type: ignore[arg-type]
     short = Passage("s", "d", 1, "x" * 20)  # logit 0
     long = Passage("l", "d", 1, "x" * 22)  # logit 2
     scores = list(pipeline_scorer(logits)("q", [short, long]))
@@ -532,7 +505,7 @@ def test_a_grading_failure_grades_ambiguous_and_is_not_cached(failure: Any, reas
     [result] = LlmGrader(llm).grade("q", [passage("c1")])
     assert result.grade == A and result.failed
     assert result.reason is not None and reason in result.reason
-    search = FakeSearch({"q": [passage("c1")], "q rewritten": []})
+    search = TableSearch({"q": [passage("c1")], "q rewritten": []})
     crag = CorrectiveRetrieval(search, LlmGrader(llm), options=CorrectiveOptions(enabled=True))
     crag.run("q", ACCESS, RouteName.TEXT, 30)
     assert len(crag.cache) == 0
@@ -557,7 +530,7 @@ def test_llm_rewriter_falls_back_to_the_keyword_query() -> None:
 
 
 def test_build_corrective_picks_the_llm_when_there_is_one() -> None:
-    search = FakeSearch({})
+    search = TableSearch({})
     options = CorrectiveOptions(enabled=True)
     with_llm = build_corrective(search, options, llm=FakeLlm(), visual_available=True)
     assert isinstance(with_llm.grader, LlmGrader) and isinstance(with_llm.rewriter, LlmRewriter)
@@ -577,7 +550,7 @@ def test_build_corrective_picks_the_llm_when_there_is_one() -> None:
 def test_the_answer_pipeline_answers_from_the_corrected_candidates() -> None:
     good = Passage("c1", "report", 4, "Total revenue rose to 4.2 billion dollars in 2023.", 0.9)
     noise = Passage("c2", "handbook", 2, "Office hours are nine to five on weekdays.", 0.5)
-    search = FakeSearch({"How much was total revenue in 2023?": [noise, good]})
+    search = TableSearch({"How much was total revenue in 2023?": [noise, good]})
     crag, _ = corrective(search, {"c1": C})
     pipeline = AnswerPipeline(search, FusedScoreRanker(), None, corrective=crag)
     done = pipeline.run(AnswerRequest(query="How much was total revenue in 2023?"), ACCESS, "t1")
@@ -589,7 +562,7 @@ def test_the_answer_pipeline_answers_from_the_corrected_candidates() -> None:
 
 
 def test_the_answer_pipeline_abstains_with_the_corrective_reason() -> None:
-    search = FakeSearch({"q": [passage("i1"), passage("i2")]})
+    search = TableSearch({"q": [passage("i1"), passage("i2")]})
     crag, _ = corrective(search, {})
     llm = FakeLlm()  # never asked to answer
     pipeline = AnswerPipeline(search, FusedScoreRanker(), llm, corrective=crag)
@@ -604,7 +577,7 @@ def test_the_answer_pipeline_abstains_with_the_corrective_reason() -> None:
 
 
 def test_a_streamed_answer_abstains_the_same_way_without_tokens() -> None:
-    search = FakeSearch({"q": [passage("i1"), passage("i2")]})
+    search = TableSearch({"q": [passage("i1"), passage("i2")]})
     crag, _ = corrective(search, {})
     pipeline = AnswerPipeline(search, FusedScoreRanker(), FakeLlm(), corrective=crag)
     items = list(pipeline.stream(AnswerRequest(query="q"), ACCESS, "t4"))
@@ -614,7 +587,7 @@ def test_a_streamed_answer_abstains_the_same_way_without_tokens() -> None:
 
 
 def test_without_corrective_the_pipeline_is_unchanged() -> None:
-    search = FakeSearch({"q": [passage("c1", 0.9)]})
+    search = TableSearch({"q": [passage("c1", 0.9)]})
     done = AnswerPipeline(search, FusedScoreRanker(), None).run(
         AnswerRequest(query="q"), ACCESS, "t3"
     )
