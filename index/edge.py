@@ -49,6 +49,9 @@ from index.base import (
 )
 
 SCHEMA_FILE = "schema.json"
+#: Vector bytes written since the last seal, saved on flush and close: a batch job that opens
+#: the index, adds a few hundred pages and exits must still lead to a seal over many runs.
+UNSEALED_FILE = "unsealed.json"
 SHARD_DIR = "shard"
 LOCK_FILE = ".lock"
 
@@ -211,9 +214,9 @@ class EdgeVectorStore(VectorStore):
         # Only page indexes seal (see _upsert); a chunk index's seal would build its dense
         # HNSW graph, minutes at the ~170k chunks that fill a segment, all of it GIL-held.
         self._seal_bytes = segment_mb * 1024 * 1024 if schema.multivector else None
-        # Vector bytes upserted since the last seal; unknown for what an earlier process
-        # wrote, so after a reopen the appendable segment may grow up to twice the size.
-        self._unsealed_bytes = 0
+        # Vector bytes upserted since the last seal (UNSEALED_FILE carries it across opens).
+        saved = _read_json(path / UNSEALED_FILE) or {}
+        self._unsealed_bytes = int(saved.get("bytes", 0))
 
     @classmethod
     def create(
@@ -355,6 +358,11 @@ class EdgeVectorStore(VectorStore):
         self._shard.optimize()
         self._shard.flush()
         self._unsealed_bytes = 0
+        self._save_unsealed()
+
+    def _save_unsealed(self) -> None:
+        if self._seal_bytes is not None:
+            _write_json_atomically(self._path / UNSEALED_FILE, {"bytes": self._unsealed_bytes})
 
     def shard_info(self) -> dict[str, int]:
         """Points, segments and indexed (optimized: graph / quantized) vectors of the shard."""
@@ -532,12 +540,14 @@ class EdgeVectorStore(VectorStore):
 
     def _flush(self) -> None:
         self._shard.flush()
+        self._save_unsealed()
 
     def _close(self) -> None:
         if self._warm_up is not None:
             self._warm_up.stop()
         try:
             self._shard.flush()
+            self._save_unsealed()
             self._shard.close()
         finally:
             self._lock.release()

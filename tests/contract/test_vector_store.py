@@ -805,6 +805,31 @@ class TestEdgeVectorStore(VectorStoreContract):
         finally:
             store.close()
 
+    def test_a_seal_counts_what_earlier_opens_wrote(self, tmp_path: Path) -> None:
+        """Batch jobs that each add a few pages and exit still seal: ~620 KB per open at
+        segment_mb=1 stays in one segment, the second open's pages cross the 1 MB."""
+        dim, grid = 128, (12, 20)
+        schema = IndexSchema.for_pages(name="page", dim=dim, model_id="test-colqwen")
+        rng = np.random.default_rng(29)
+        mask = np.ones(grid[0] * grid[1], dtype=bool)
+
+        def pages(start: int) -> list[IndexPoint]:
+            out = []
+            for i in range(start, start + 8):
+                rows = rng.normal(size=(grid[0] * grid[1], dim)).astype(np.float32)
+                rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+                vectors = {"page": rows.tolist(), POOLED: pool_rows_cols(rows, mask, grid).tolist()}
+                out.append(make_point(f"p{i}").model_copy(update={"multivector": vectors}))
+            return out
+
+        with EdgeVectorStore.create(tmp_path / "index", schema, segment_mb=1) as store:
+            store.upsert(pages(0))
+            assert store.shard_info()["segments"] == 1
+        with EdgeVectorStore.open(tmp_path / "index", schema, segment_mb=1) as store:
+            store.upsert(pages(8))
+            assert store.shard_info()["segments"] == 2  # sealed + a new appendable one
+            assert store.count() == 16
+
     def test_a_chunk_index_does_not_seal(self, tmp_path: Path) -> None:
         """1.2 MB of dense vectors at segment_mb=1 stay in one segment: sealing would build
         the dense HNSW graph with the GIL held (only page indexes seal)."""
