@@ -33,6 +33,7 @@ from typing import IO, Any, cast
 import qdrant_edge as qe
 
 from core.errors import ErrorCode, PageSightError, Stage
+from core.settings import IndexOptions
 from core.types import SparseVector
 from index.base import (
     FLOAT_INDEX_FIELDS,
@@ -107,8 +108,9 @@ class DirectoryLock:
 
 
 #: Vector data written before a page index seals its appendable segment (``segment_mb``):
-#: ~2,500 ColQwen2 pages, so 10k pages are 4 segments (see EdgeVectorStore._upsert).
-DEFAULT_SEGMENT_MB = 512
+#: ~2,500 ColQwen2 pages, so 10k pages are 4 segments (see EdgeVectorStore._upsert). The
+#: setting's default, so a store opened without settings seals where a configured one does.
+DEFAULT_SEGMENT_MB: int = IndexOptions.model_fields["segment_mb"].default
 #: Segments under this many KB of vectors stay plain when optimized (no graph, no int8 codes).
 INDEXING_THRESHOLD_KB = 10_000
 
