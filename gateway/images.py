@@ -3,11 +3,18 @@
 Boxes arrive in PDF points (the unit of every bbox PageSight returns) and are scaled to the
 stored image's pixels by the page's size in points, so a client can pass a search hit's
 ``evidence`` straight back as ``highlight=x0,y0,x1,y1;...``.
+
+A text element's box is tight around its glyphs (the layout parser's box is the union of the
+glyphs' own boxes), so a highlight must never cover any pixel inside it: the box is widened to
+whole pixels (never narrowed), tinted, and outlined *outside* that area. (An outline drawn on
+the box itself, as Pillow's ``width`` does, paints over the outermost stroke-width of ink: the
+lower half of a block's last line, the top of its first.) URLs round boxes outward too.
 """
 
 from __future__ import annotations
 
 import io
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -60,9 +67,19 @@ def page_image_url(doc_id: str, page_number: int, boxes: list[BBox]) -> str:
     url = f"/v1/documents/{quote(doc_id, safe='')}/pages/{page_number}/image"
     if boxes:
         url += "?highlight=" + ";".join(
-            f"{b.x0:.1f},{b.y0:.1f},{b.x1:.1f},{b.y1:.1f}" for b in boxes
+            f"{_down(b.x0):.1f},{_down(b.y0):.1f},{_up(b.x1):.1f},{_up(b.y1):.1f}" for b in boxes
         )
     return url
+
+
+def _down(value: float) -> float:
+    """``value`` rounded down to 0.1 pt (a box's left/top edge: never moved inwards)."""
+    return math.floor(round(value * 10, 6)) / 10
+
+
+def _up(value: float) -> float:
+    """``value`` rounded up to 0.1 pt (a box's right/bottom edge)."""
+    return math.ceil(round(value * 10, 6)) / 10
 
 
 def media_type_of(image_format: str) -> str:
@@ -82,7 +99,11 @@ def render_page_image(
     boxes: list[BBox],
     image_format: str = "png",
 ) -> bytes:
-    """The stored page image re-encoded, with ``boxes`` outlined (and lightly filled)."""
+    """The stored page image re-encoded, with ``boxes`` lightly filled and outlined around.
+
+    Every pixel the box touches is only tinted; the outline lies outside them (so a box that
+    touches the image's edge has no outline on that side).
+    """
     media_type_of(image_format)
     with Image.open(path) as stored:
         image = stored.convert("RGB")
@@ -93,8 +114,13 @@ def render_page_image(
         draw = ImageDraw.Draw(overlay)
         stroke = max(2, round(min(image.size) / 300))
         for box in boxes:
-            rect = (box.x0 * sx, box.y0 * sy, box.x1 * sx, box.y1 * sy)
-            draw.rectangle(rect, fill=(255, 200, 0, 60), outline=(230, 60, 0, 255), width=stroke)
+            left, top, right, bottom = box_pixels(box, sx, sy)
+            draw.rectangle((left, top, right, bottom), fill=(255, 200, 0, 60))
+            draw.rectangle(
+                (left - stroke, top - stroke, right + stroke, bottom + stroke),
+                outline=(230, 60, 0, 255),
+                width=stroke,
+            )
         image = Image.alpha_composite(image.convert("RGBA"), overlay).convert("RGB")
     out = io.BytesIO()
     if image_format == "jpeg":
@@ -102,3 +128,15 @@ def render_page_image(
     else:
         image.save(out, format="PNG", optimize=False)
     return out.getvalue()
+
+
+def box_pixels(box: BBox, sx: float, sy: float) -> tuple[int, int, int, int]:
+    """The inclusive pixel rectangle (left, top, right, bottom) covering ``box`` scaled by
+    (``sx``, ``sy``): every pixel the box touches, even partly (edges round outward; a box
+    without area still covers one pixel row or column)."""
+    eps = 1e-6  # a scaled edge that is a whole number up to float noise stays on it
+    left = math.floor(box.x0 * sx + eps)
+    top = math.floor(box.y0 * sy + eps)
+    right = max(left, math.ceil(box.x1 * sx - eps) - 1)
+    bottom = max(top, math.ceil(box.y1 * sy - eps) - 1)
+    return left, top, right, bottom
