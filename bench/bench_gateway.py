@@ -30,12 +30,16 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, get_args
 
 import numpy as np
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
+
+if TYPE_CHECKING:
+    from core.settings import ApiKeyRecord
+    from services.app import AppArgs
 
 EVAL = REPO_ROOT.parent / "shared" / "eval"
 TENANT = "eval"  # the tenant bench/eval_retrieval.py indexes the corpus under
@@ -149,6 +153,35 @@ async def _load(
     return latencies, errors, wall, statuses
 
 
+def app_args(
+    data_dir: Path, record: ApiKeyRecord, clients: int, gateway_replicas: int, placement: str
+) -> AppArgs:
+    """The Serve application's arguments for the served run (validated here, before Ray)."""
+    from services.app import AppArgs, DeploymentResources
+
+    return AppArgs.model_validate(
+        {
+            "settings": {
+                "data_dir": str(data_dir),
+                "gateway": {
+                    "api_keys": [record.model_dump()],
+                    "max_concurrency_per_key": clients * 2,
+                },
+            },
+            "gateway": DeploymentResources(num_cpus=0.25, replicas=gateway_replicas),
+            "index_placement": placement,
+        }
+    )
+
+
+def placements() -> tuple[list[str], str]:
+    """``AppArgs.index_placement``'s values and default: the choices of ``--index-placement``."""
+    from services.app import AppArgs
+
+    field = AppArgs.model_fields["index_placement"]
+    return [str(v) for v in get_args(field.annotation)], str(field.default)
+
+
 def run_served(
     data_dir: Path,
     questions: list[str],
@@ -158,20 +191,13 @@ def run_served(
     placement: str,
 ) -> dict[str, Any]:
     from gateway.auth import new_key
-    from services.app import AppArgs, DeploymentResources, run_local, shutdown_local
+    from services.app import run_local, shutdown_local
 
     key, record = new_key("bench", TENANT)
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = int(sock.getsockname()[1])
-    args = AppArgs(
-        settings={
-            "data_dir": str(data_dir),
-            "gateway": {"api_keys": [record.model_dump()], "max_concurrency_per_key": clients * 2},
-        },
-        gateway=DeploymentResources(num_cpus=0.25, replicas=gateway_replicas),
-        index_placement=placement,
-    )
+    args = app_args(data_dir, record, clients, gateway_replicas, placement)
     started = time.perf_counter()
     try:
         run_local(
@@ -195,7 +221,7 @@ def run_served(
     return result
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -204,9 +230,24 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=600)
     ap.add_argument("--clients", type=int, default=16)
     ap.add_argument("--gateway-replicas", type=int, default=1)
-    ap.add_argument("--index-placement", choices=["auto", "colocated", "separate"], default="auto")
+    choices, default = placements()
+    ap.add_argument("--index-placement", choices=choices, default=default)
     ap.add_argument("--out", type=Path, required=True)
-    args = ap.parse_args()
+    return ap
+
+
+def main() -> None:
+    args = parser().parse_args()
+    from gateway.auth import new_key
+
+    # the application's arguments are checked before minutes of ingestion and searches
+    app_args(
+        args.data_dir,
+        new_key("bench", TENANT)[1],
+        args.clients,
+        args.gateway_replicas,
+        args.index_placement,
+    )
 
     pdfs, questions = smoke_set(args.eval_dir)
     pages = ingest(args.data_dir, pdfs)

@@ -1,0 +1,60 @@
+"""``make bench-gateway``'s command line builds valid Serve application arguments.
+
+The benchmark ingests and runs searches for minutes before it starts Ray Serve; an argument the
+application does not accept (``--index-placement auto`` was the default once) must fail here
+instead, without running anything.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+from bench import bench_gateway
+from gateway.auth import new_key
+from services.app import AppArgs
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _make_target_argv() -> list[str]:
+    """The bench's arguments in the Makefile's ``bench-gateway`` recipe."""
+    lines = (REPO_ROOT / "Makefile").read_text().splitlines()
+    start = lines.index(next(line for line in lines if line.startswith("bench-gateway:")))
+    recipe = next(line for line in lines[start + 1 :] if "bench_gateway.py" in line)
+    words = shlex.split(recipe)
+    return words[words.index("bench/bench_gateway.py") + 1 :]
+
+
+def _app_args(argv: list[str], tmp_path: Path) -> AppArgs:
+    args = bench_gateway.parser().parse_args(argv)
+    _, record = new_key("bench", bench_gateway.TENANT)
+    return bench_gateway.app_args(
+        tmp_path / "data", record, args.clients, args.gateway_replicas, args.index_placement
+    )
+
+
+def test_make_target_arguments_build_app_args(tmp_path: Path) -> None:
+    argv = _make_target_argv()
+    assert "--out" in argv
+    built = _app_args(argv, tmp_path)
+    assert built.index_placement == AppArgs().index_placement
+    assert built.gateway.replicas == 1
+    assert built.resolved_settings().gateway.api_keys[0].key_id == "bench"
+    # what the Serve config round trip (build_app(dict)) would validate again
+    assert AppArgs.model_validate(built.model_dump()) == built
+
+
+def test_every_placement_choice_is_an_app_args_value(tmp_path: Path) -> None:
+    choices, default = bench_gateway.placements()
+    assert default in choices
+    for choice in choices:
+        argv = ["--out", str(tmp_path / "g.json"), "--index-placement", choice]
+        assert _app_args(argv, tmp_path).index_placement == choice
+
+
+def test_unknown_placement_is_refused_at_parse_time(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit):
+        bench_gateway.parser().parse_args(["--out", "x.json", "--index-placement", "auto"])
