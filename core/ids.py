@@ -7,8 +7,11 @@ must never share a point, so every id is derived from (tenant, doc_id, version, 
 from __future__ import annotations
 
 import hashlib
+import re
 import uuid
 from pathlib import Path
+
+from core.errors import ErrorCode, PageSightError, Stage
 
 #: Fixed namespace for every uuid5 PageSight derives; changing it re-keys every index.
 PAGESIGHT_NAMESPACE = uuid.UUID("6f2b8c1e-4d7a-5b3e-9c0f-1a2b3c4d5e6f")
@@ -27,6 +30,25 @@ def file_version(path: Path, block_size: int = 1 << 20) -> str:
         while block := fh.read(block_size):
             digest.update(block)
     return digest.hexdigest()
+
+
+#: What a caller-given document id may look like: it becomes part of element, chunk and point
+#: keys and of URLs (``/v1/documents/{doc_id}/...``), so no ``/``, no spaces, no control
+#: characters; 1-128 characters starting with a letter or digit.
+DOC_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
+_DOC_ID = re.compile(DOC_ID_PATTERN)
+
+
+def check_doc_id(doc_id: str) -> str:
+    """``doc_id`` if it matches :data:`DOC_ID_PATTERN`, else INVALID_REQUEST."""
+    if not _DOC_ID.fullmatch(doc_id):
+        raise PageSightError(
+            ErrorCode.INVALID_REQUEST,
+            Stage.INPUT,
+            "doc_id must be 1-128 characters of letters, digits and . _ : @ -, "
+            "starting with a letter or digit",
+        )
+    return doc_id
 
 
 def make_doc_id(tenant: str, source_uri: str) -> str:

@@ -7,6 +7,7 @@ Nested options use ``__`` in environment variables, e.g. ``PAGESIGHT_RENDER__DPI
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -519,6 +520,12 @@ class LimitsOptions(BaseModel):
     parse_memory_mb: int = Field(default=6144, ge=256, description="address-space cap per file")
 
 
+#: What an API key may do: ``read`` (search, answer, list, fetch) and ``write`` (upload, replace,
+#: delete).
+KeyScope = Literal["read", "write"]
+ALL_SCOPES: tuple[KeyScope, ...] = ("read", "write")
+
+
 class ApiKeyRecord(BaseModel):
     """One API key as the gateway stores it: never the key, only its sha256 (keys are random
     32-byte tokens, so a plain digest cannot be reversed by guessing)."""
@@ -531,6 +538,13 @@ class ApiKeyRecord(BaseModel):
     principals: list[str] = Field(default_factory=list, description="ACL principals of the key")
     max_concurrency: int | None = Field(
         default=None, ge=1, description="requests in flight; unset = the gateway default"
+    )
+    scopes: list[KeyScope] = Field(
+        default_factory=lambda: list(ALL_SCOPES),
+        description="read: search, answer, list and fetch; write: upload, replace, delete",
+    )
+    revoked_at: datetime | None = Field(
+        default=None, description="set by `pagesight keys revoke`: the key no longer works"
     )
 
 
@@ -562,6 +576,11 @@ class GatewayOptions(BaseModel):
     )
     max_redirects: int = Field(default=3, ge=0)
     trace_retention_days: int = Field(default=30, ge=1)
+    keys_reload_s: float = Field(
+        default=2.0,
+        ge=0,
+        description="how often the keys file is checked for changes (new and revoked keys)",
+    )
 
 
 class ServeOptions(BaseModel):

@@ -209,6 +209,25 @@ class AccessFilter(BaseModel):
     now: datetime | None = None
     doc_ids: list[str] | None = None
 
+    def admits(self, tenant: str, acl: list[str], valid_until: datetime | None) -> bool:
+        """The same rule for a record read outside the index (a catalog document, a job, an
+        audit entry) as the index applies to points: tenant, ACL (an empty ``acl`` is
+        :data:`EVERYONE`, as ingestion writes it), validity at ``now``."""
+        if tenant != self.tenant:
+            return False
+        if self.principals is not None:
+            allowed = set(acl) or {EVERYONE}
+            if EVERYONE not in allowed and not allowed.intersection(self.principals):
+                return False
+        if valid_until is not None:
+            now = self.now or datetime.now(valid_until.tzinfo)
+            if valid_until.timestamp() < now.timestamp():
+                return False
+        return True
+
+    def admits_document(self, document: Document) -> bool:
+        return self.admits(document.tenant, document.acl, document.valid_until)
+
 
 class JobState(StrEnum):
     """Ingest job states (DESIGN.md section 2); READY and FAILED are terminal."""
@@ -226,13 +245,12 @@ class JobState(StrEnum):
         return self in (JobState.READY, JobState.FAILED)
 
 
-class IngestJob(BaseModel):
-    """One file's trip through ingestion, persisted so a killed batch can resume."""
+class JobStatus(BaseModel):
+    """An ingest job as callers see it: its state, never where the service keeps the file."""
 
     job_id: str
     tenant: str
     source_uri: str
-    path: str
     doc_id: str
     version: str | None = None
     acl: list[str] = Field(default_factory=list)
@@ -248,6 +266,33 @@ class IngestJob(BaseModel):
     attempts: int = 0
     created_at: datetime
     updated_at: datetime
+
+
+class IngestJob(JobStatus):
+    """One file's trip through ingestion, persisted so a killed batch can resume."""
+
+    path: str = Field(description="where the service reads the file (internal)")
+    submitted_by: str | None = Field(default=None, description="key id or CLI user")
+
+    def status(self) -> JobStatus:
+        """What the API shows of this job."""
+        return JobStatus.model_validate(self.model_dump(include=set(JobStatus.model_fields)))
+
+
+class AuditEntry(BaseModel):
+    """One delete or replacement of a document: who (key id), what, when."""
+
+    seq: int = 0
+    at: datetime
+    tenant: str
+    actor: str = Field(description="API key id, or cli:<user> for the command line")
+    action: Literal["delete", "replace"]
+    doc_id: str
+    version: str | None = Field(default=None, description="the version removed or replaced")
+    new_version: str | None = None
+    source_uri: str | None = None
+    acl: list[str] = Field(default_factory=list, description="the document's ACL at the time")
+    via: str = Field(default="", description="api, cli, sync")
 
 
 class RouteName(StrEnum):

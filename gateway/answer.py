@@ -56,7 +56,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from core.settings import AnswerOptions
 from core.types import AccessFilter, AnswerTrace, BBox, RetrievalTrace, RouteName
 from gateway.images import page_image_url
-from gateway.protocol import SearchFilters
+from gateway.protocol import QueryText, SearchFilters
 from gateway.retrieval import PageKey
 from gateway.visual_rerank import PageScore, fuse_visual_ranking
 from models.llm import ChatMessage, ChatResult, MalformedOutput
@@ -167,7 +167,7 @@ class AnswerRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    query: str = Field(min_length=1)
+    query: QueryText
     route: RouteName = RouteName.AUTO
     top_k_context: int = Field(
         default=8, ge=1, le=50, description="passages kept after reranking, before the budget"

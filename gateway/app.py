@@ -6,8 +6,11 @@ per-key concurrency (429 + Retry-After), upload size (413), request timeouts (50
 id of each request (``traceparent`` / ``X-Request-ID`` in, ``X-Trace-Id`` out), error bodies
 with a stage error code (never a bare 500), and metrics. OpenAPI is at ``/docs``.
 
-A document of another tenant answers exactly like a missing one (404, same body), so an API
-key cannot probe which ids exist elsewhere.
+A document of another tenant, or one the key's principals may not read, or one past its
+``valid_until``, answers exactly like a missing one (404, same body apart from the trace id),
+so an API key cannot probe which ids exist. Uploads, replacements and deletes need the key's
+``write`` scope (else 403). Every error, including unknown routes and unreadable bodies, is
+``{"error": {code, stage, message, trace_id}}``.
 
 Answers and chat completions (plain and streamed) are served by :mod:`gateway.serving`.
 """
@@ -27,14 +30,17 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.datastructures import Headers, UploadFile
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from core.errors import ErrorCode, PageSightError, Stage
+from core.ids import DOC_ID_PATTERN, check_doc_id
 from core.settings import GatewayOptions
-from core.types import Document, IngestJob
+from core.types import Document, JobState, JobStatus
 from gateway.answer import AnswerRequest, AnswerResponse
 from gateway.auth import Caller, KeyRing
 from gateway.backend import ServiceClient
+from gateway.docs import install_offline_docs
 from gateway.limits import ConcurrencyLimiter, RateLimited
 from gateway.metrics import CONTENT_TYPE, GatewayMetrics
 from gateway.openai_protocol import (
@@ -46,6 +52,7 @@ from gateway.openai_protocol import (
 )
 from gateway.protocol import (
     API_PREFIX,
+    AuditList,
     Deleted,
     DocumentDetail,
     DocumentList,
@@ -68,6 +75,9 @@ T = TypeVar("T")
 
 STATUS = {
     ErrorCode.UNAUTHORIZED: 401,
+    ErrorCode.FORBIDDEN: 403,
+    ErrorCode.CONFLICT: 409,
+    ErrorCode.ROUTE_UNAVAILABLE: 409,
     ErrorCode.SOURCE_NOT_ALLOWED: 403,
     ErrorCode.NOT_FOUND: 404,
     ErrorCode.TOO_LARGE: 413,
@@ -80,8 +90,14 @@ STATUS = {
     ErrorCode.TIMEOUT: 504,
 }
 _ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorResponse} for status in (401, 404, 413, 422, 429, 503, 504)
+    status: {"model": ErrorResponse} for status in (401, 403, 404, 409, 413, 422, 429, 503, 504)
 }
+#: Path parameters, checked at the edge (an id that cannot exist is a 422, not a lookup).
+DocIdPath = Annotated[str, Path(pattern=DOC_ID_PATTERN, description="document id")]
+OpaqueIdPath = Annotated[str, Path(pattern=r"^[A-Za-z0-9._:-]{1,128}$")]
+#: Multipart form limits: text fields (doc_id, acl, valid_until, replace, password).
+_MAX_ACL_ENTRIES = 100
+_MAX_FIELD_CHARS = 4096
 
 
 def create_app(
@@ -106,7 +122,10 @@ def create_app(
         description="Visual-document retrieval: upload documents, search pages, fetch images.",
         lifespan=lifespan,
         responses=_ERRORS,
+        docs_url=None,
+        redoc_url=None,
     )
+    install_offline_docs(app)
     app.state.keyring = keyring
     app.state.limiter = ConcurrencyLimiter(options.max_concurrency_per_key, options.retry_after_s)
     answers = ServingAnswers(service, options, metrics)
@@ -137,6 +156,19 @@ def create_app(
     @app.exception_handler(RequestValidationError)
     async def on_invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         return error_response(request, 422, _invalid_body(exc.errors()))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        """Starlette's and FastAPI's own errors (no such route, wrong method, a body that
+        cannot be parsed, a malformed multipart form) in the documented error body."""
+        if exc.status_code == 404:
+            code, message = ErrorCode.NOT_FOUND, f"no route {request.method} {request.url.path}"
+        elif exc.status_code == 413:
+            code, message = ErrorCode.TOO_LARGE, str(exc.detail)
+        else:
+            code, message = ErrorCode.INVALID_REQUEST, str(exc.detail)
+        body = ErrorBody(code=code.value, stage=Stage.GATEWAY.value, message=message)
+        return error_response(request, exc.status_code, body, dict(exc.headers or {}))
 
     @app.exception_handler(Exception)
     async def on_crash(request: Request, exc: Exception) -> JSONResponse:
@@ -185,9 +217,22 @@ def create_app(
                             "required": ["file"],
                             "properties": {
                                 "file": {"type": "string", "format": "binary"},
-                                "doc_id": {"type": "string"},
+                                "doc_id": {
+                                    "type": "string",
+                                    "pattern": DOC_ID_PATTERN,
+                                    "description": "replace (or create) this document",
+                                },
+                                "replace": {
+                                    "type": "boolean",
+                                    "description": "replace the one document of this file name",
+                                },
                                 "acl": {"type": "string", "description": "comma-separated"},
                                 "valid_until": {"type": "string", "format": "date-time"},
+                                "password": {
+                                    "type": "string",
+                                    "format": "password",
+                                    "description": "opens an encrypted PDF; never stored",
+                                },
                             },
                         }
                     },
@@ -199,22 +244,30 @@ def create_app(
     )
     async def add_document(request: Request, caller: CallerDep) -> JobAccepted:
         """Upload a file (multipart ``file``) or name a URI on the allowlist (JSON ``uri``);
-        ingestion runs in the background: poll ``status_url``."""
+        ingestion runs in the background: poll ``status_url``.
+
+        Needs the ``write`` scope. An upload without ``doc_id`` is a new document unless the
+        same file name with the same bytes is already there (``unchanged``); ``doc_id`` (or
+        ``replace=true``: the one document of this file name) replaces explicitly."""
         trace_id = request.state.trace_id
+        caller.require("write")
         content_type = request.headers.get("content-type", "")
         if content_type.startswith("application/json"):
             uri_request = _parse_json(UriIngest, await request.body())
-            job = await timed(service.submit_uri(caller, uri_request, trace_id))
+            done = await timed(service.submit_uri(caller, uri_request, trace_id))
         elif content_type.startswith("multipart/form-data"):
             filename, data, fields = await _read_upload(request, options.max_upload_bytes)
-            job = await timed(
+            doc_id = fields.get("doc_id") or None
+            done = await timed(
                 service.submit_upload(
                     caller,
                     filename,
                     data,
-                    doc_id=fields.get("doc_id") or None,
-                    acl=[a.strip() for a in fields.get("acl", "").split(",") if a.strip()],
+                    doc_id=check_doc_id(doc_id) if doc_id is not None else None,
+                    acl=_parse_acl(fields.get("acl", "")),
                     valid_until=_parse_datetime(fields.get("valid_until")),
+                    replace=_parse_bool("replace", fields.get("replace")),
+                    password=fields.get("password") or None,
                     trace_id=trace_id,
                 )
             )
@@ -225,14 +278,15 @@ def create_app(
                 "send multipart/form-data with a 'file' field, or JSON with a 'uri'",
             )
         return JobAccepted(
-            job_id=job.job_id,
-            doc_id=job.doc_id,
-            state=job.state.value,
-            status_url=f"{API_PREFIX}/jobs/{job.job_id}",
+            job_id=done.job.job_id,
+            doc_id=done.job.doc_id,
+            state=done.job.state.value,
+            outcome=done.outcome,
+            status_url=f"{API_PREFIX}/jobs/{done.job.job_id}",
         )
 
-    @app.get(f"{API_PREFIX}/jobs/{{job_id}}", response_model=IngestJob, tags=["documents"])
-    async def get_job(job_id: str, caller: CallerDep) -> IngestJob:
+    @app.get(f"{API_PREFIX}/jobs/{{job_id}}", response_model=JobStatus, tags=["documents"])
+    async def get_job(job_id: OpaqueIdPath, caller: CallerDep) -> JobStatus:
         job = await timed(service.job(caller, job_id))
         if job is None:
             raise not_found(f"job {job_id!r}")
@@ -240,9 +294,23 @@ def create_app(
 
     @app.get(f"{API_PREFIX}/jobs", response_model=JobList, tags=["documents"])
     async def list_jobs(
-        caller: CallerDep, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+        caller: CallerDep,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+        state: Annotated[JobState | None, Query(description="only jobs in this state")] = None,
     ) -> JobList:
-        return JobList(jobs=await timed(service.jobs(caller, limit)))
+        """The newest jobs the key may see: its own, and those whose ACL admits it."""
+        return JobList(jobs=await timed(service.jobs(caller, limit, state)))
+
+    @app.get(f"{API_PREFIX}/audit", response_model=AuditList, tags=["documents"])
+    async def audit_log(
+        caller: CallerDep,
+        doc_id: Annotated[str | None, Query(pattern=DOC_ID_PATTERN)] = None,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    ) -> AuditList:
+        """Deletes and replacements of the tenant's documents, newest first: who (key id),
+        what (document, versions), when; entries of documents the key may not read are left
+        out."""
+        return AuditList(entries=await timed(service.audit(caller, doc_id, limit)))
 
     @app.get(f"{API_PREFIX}/documents", response_model=DocumentList, tags=["documents"])
     async def list_documents(caller: CallerDep) -> DocumentList:
@@ -252,15 +320,17 @@ def create_app(
     @app.get(
         f"{API_PREFIX}/documents/{{doc_id}}", response_model=DocumentDetail, tags=["documents"]
     )
-    async def get_document(doc_id: str, caller: CallerDep) -> DocumentDetail:
+    async def get_document(doc_id: DocIdPath, caller: CallerDep) -> DocumentDetail:
         detail = await timed(service.document(caller, doc_id))
         if detail is None:
             raise not_found(f"document {doc_id!r}")
         return detail
 
     @app.delete(f"{API_PREFIX}/documents/{{doc_id}}", response_model=Deleted, tags=["documents"])
-    async def delete_document(doc_id: str, request: Request, caller: CallerDep) -> Deleted:
-        """Remove the document everywhere: points, page images, jobs and traces naming it."""
+    async def delete_document(doc_id: DocIdPath, request: Request, caller: CallerDep) -> Deleted:
+        """Remove the document everywhere: points, page images, jobs and traces naming it (the
+        audit log keeps who did it). Needs the ``write`` scope."""
+        caller.require("write")
         if not await timed(service.delete(caller, doc_id, request.state.trace_id)):
             raise not_found(f"document {doc_id!r}")
         return Deleted(doc_id=doc_id, deleted=True)
@@ -272,7 +342,7 @@ def create_app(
         tags=["documents"],
     )
     async def page_image(
-        doc_id: str,
+        doc_id: DocIdPath,
         page_number: Annotated[int, Path(ge=1)],
         caller: CallerDep,
         highlight: Annotated[
@@ -343,7 +413,7 @@ def create_app(
         return ModelList(data=[ModelCard(id=MODEL_ID)])
 
     @app.get(f"{API_PREFIX}/traces/{{trace_id}}", response_model=TraceResponse, tags=["search"])
-    async def get_trace(trace_id: str, caller: CallerDep) -> TraceResponse:
+    async def get_trace(trace_id: OpaqueIdPath, caller: CallerDep) -> TraceResponse:
         trace = await timed(service.trace(caller, trace_id))
         if trace is None:
             raise not_found(f"trace {trace_id!r}")
@@ -465,6 +535,26 @@ def _parse_json(model: type[UriIngest], raw: bytes) -> UriIngest:
         raise RequestValidationError(exc.errors()) from exc
 
 
+def _parse_acl(value: str) -> list[str]:
+    """A comma-separated ACL field: at most 100 principals of at most 256 characters."""
+    acl = [a.strip() for a in value.split(",") if a.strip()]
+    if len(acl) > _MAX_ACL_ENTRIES or any(len(a) > 256 for a in acl):
+        raise PageSightError(
+            ErrorCode.INVALID_REQUEST,
+            Stage.GATEWAY,
+            f"acl: at most {_MAX_ACL_ENTRIES} principals of at most 256 characters",
+        )
+    return acl
+
+
+def _parse_bool(name: str, value: str | None) -> bool:
+    if value is None or value.strip().lower() in ("", "false", "0", "no"):
+        return False
+    if value.strip().lower() in ("true", "1", "yes"):
+        return True
+    raise PageSightError(ErrorCode.INVALID_REQUEST, Stage.GATEWAY, f"{name} must be true or false")
+
+
 def _parse_datetime(value: str | None) -> datetime | None:
     if not value:
         return None
@@ -497,6 +587,12 @@ async def _read_upload(request: Request, limit: int) -> tuple[str, bytes, dict[s
         if len(data) > limit:
             raise too_large
         fields = {k: v for k, v in form.items() if isinstance(v, str)}
-        return upload.filename or "upload", data, fields
+        if any(len(v) > _MAX_FIELD_CHARS for v in fields.values()):
+            raise PageSightError(
+                ErrorCode.INVALID_REQUEST,
+                Stage.GATEWAY,
+                f"form fields are limited to {_MAX_FIELD_CHARS} characters",
+            )
+        return (upload.filename or "upload")[:255], data, fields
     finally:
         await form.close()

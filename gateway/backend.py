@@ -24,11 +24,18 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from core.errors import ErrorCode, PageSightError, Stage
-from core.types import Document, IngestJob, RetrievalTrace
+from core.types import AuditEntry, Document, JobState, JobStatus, RetrievalTrace
 from gateway.answer import AnswerEvent, AnswerRequest, AnswerResponse
 from gateway.auth import Caller
 from gateway.images import PageImage
-from gateway.protocol import DocumentDetail, Readiness, SearchRequest, SearchResponse, UriIngest
+from gateway.protocol import (
+    DocumentDetail,
+    Readiness,
+    SearchRequest,
+    SearchResponse,
+    Submitted,
+    UriIngest,
+)
 
 #: (method name, positional args, keyword args) -> the awaitable result
 Invoker = Callable[[str, tuple[Any, ...], dict[str, Any]], Awaitable[Any]]
@@ -50,14 +57,22 @@ class IndexBackend(Protocol):
         doc_id: str | None = None,
         acl: list[str] | None = None,
         valid_until: datetime | None = None,
+        replace: bool = False,
+        password: str | None = None,
         trace_id: str = "",
-    ) -> IngestJob: ...
+    ) -> Submitted: ...
 
-    def submit_uri(self, caller: Caller, request: UriIngest, trace_id: str = "") -> IngestJob: ...
+    def submit_uri(self, caller: Caller, request: UriIngest, trace_id: str = "") -> Submitted: ...
 
-    def job(self, caller: Caller, job_id: str) -> IngestJob | None: ...
+    def job(self, caller: Caller, job_id: str) -> JobStatus | None: ...
 
-    def jobs(self, caller: Caller, limit: int = 100) -> list[IngestJob]: ...
+    def jobs(
+        self, caller: Caller, limit: int = 100, state: JobState | None = None
+    ) -> list[JobStatus]: ...
+
+    def audit(
+        self, caller: Caller, doc_id: str | None = None, limit: int = 100
+    ) -> list[AuditEntry]: ...
 
     def documents(self, caller: Caller) -> list[Document]: ...
 
@@ -123,23 +138,36 @@ class ServiceClient:
         doc_id: str | None,
         acl: list[str],
         valid_until: datetime | None,
+        replace: bool,
+        password: str | None,
         trace_id: str,
-    ) -> IngestJob:
-        kwargs = {"doc_id": doc_id, "acl": acl, "valid_until": valid_until, "trace_id": trace_id}
-        job: IngestJob = await self._invoke("submit_upload", (caller, filename, data), kwargs)
+    ) -> Submitted:
+        kwargs = {
+            "doc_id": doc_id,
+            "acl": acl,
+            "valid_until": valid_until,
+            "replace": replace,
+            "password": password,
+            "trace_id": trace_id,
+        }
+        done: Submitted = await self._invoke("submit_upload", (caller, filename, data), kwargs)
+        return done
+
+    async def submit_uri(self, caller: Caller, request: UriIngest, trace_id: str) -> Submitted:
+        done: Submitted = await self._invoke("submit_uri", (caller, request, trace_id), {})
+        return done
+
+    async def job(self, caller: Caller, job_id: str) -> JobStatus | None:
+        job: JobStatus | None = await self._invoke("job", (caller, job_id), {})
         return job
 
-    async def submit_uri(self, caller: Caller, request: UriIngest, trace_id: str) -> IngestJob:
-        job: IngestJob = await self._invoke("submit_uri", (caller, request, trace_id), {})
-        return job
-
-    async def job(self, caller: Caller, job_id: str) -> IngestJob | None:
-        job: IngestJob | None = await self._invoke("job", (caller, job_id), {})
-        return job
-
-    async def jobs(self, caller: Caller, limit: int) -> list[IngestJob]:
-        jobs: list[IngestJob] = await self._invoke("jobs", (caller, limit), {})
+    async def jobs(self, caller: Caller, limit: int, state: JobState | None) -> list[JobStatus]:
+        jobs: list[JobStatus] = await self._invoke("jobs", (caller, limit, state), {})
         return jobs
+
+    async def audit(self, caller: Caller, doc_id: str | None, limit: int) -> list[AuditEntry]:
+        entries: list[AuditEntry] = await self._invoke("audit", (caller, doc_id, limit), {})
+        return entries
 
     async def documents(self, caller: Caller) -> list[Document]:
         docs: list[Document] = await self._invoke("documents", (caller,), {})

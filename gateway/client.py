@@ -27,10 +27,11 @@ from urllib.parse import quote
 
 import httpx
 
-from core.types import BBox, Document, IngestJob, RetrievalTrace, RouteName
+from core.types import AuditEntry, BBox, Document, JobState, JobStatus, RetrievalTrace, RouteName
 from gateway.answer import AnswerEvent, AnswerRequest, AnswerResponse, AnswerToken
 from gateway.protocol import (
     API_PREFIX,
+    AuditList,
     Deleted,
     DocumentDetail,
     DocumentList,
@@ -96,8 +97,11 @@ class PageSightClient:
         acl: list[str] | None = None,
         valid_until: datetime | None = None,
         data: bytes | None = None,
+        replace: bool = False,
+        password: str | None = None,
     ) -> JobAccepted:
-        """Upload a file (or ``data`` under ``path``'s name); returns the queued job."""
+        """Upload a file (or ``data`` under ``path``'s name); returns the queued job and
+        whether it creates, replaces or leaves unchanged a document."""
         path = Path(path)
         content = data if data is not None else path.read_bytes()
         fields: dict[str, str] = {}
@@ -107,6 +111,10 @@ class PageSightClient:
             fields["acl"] = ",".join(acl)
         if valid_until:
             fields["valid_until"] = valid_until.isoformat()
+        if replace:
+            fields["replace"] = "true"
+        if password:
+            fields["password"] = password
         response = self._request(
             "POST",
             "/documents",
@@ -116,22 +124,42 @@ class PageSightClient:
         return JobAccepted.model_validate(response.json())
 
     def ingest_uri(
-        self, uri: str, *, doc_id: str | None = None, acl: list[str] | None = None
+        self,
+        uri: str,
+        *,
+        doc_id: str | None = None,
+        acl: list[str] | None = None,
+        valid_until: datetime | None = None,
+        password: str | None = None,
     ) -> JobAccepted:
-        body = UriIngest(uri=uri, doc_id=doc_id, acl=list(acl or []))
-        response = self._request("POST", "/documents", json=body.model_dump(mode="json"))
+        body = UriIngest(uri=uri, doc_id=doc_id, acl=list(acl or []), valid_until=valid_until)
+        payload = body.model_dump(mode="json", exclude={"password"})
+        if password:
+            payload["password"] = password  # a SecretStr would serialise masked
+        response = self._request("POST", "/documents", json=payload)
         return JobAccepted.model_validate(response.json())
 
-    def job(self, job_id: str) -> IngestJob:
-        return IngestJob.model_validate(self._request("GET", f"/jobs/{_q(job_id)}").json())
+    def job(self, job_id: str) -> JobStatus:
+        return JobStatus.model_validate(self._request("GET", f"/jobs/{_q(job_id)}").json())
 
-    def jobs(self, limit: int = 100) -> list[IngestJob]:
-        response = self._request("GET", "/jobs", params={"limit": limit})
+    def jobs(self, limit: int = 100, state: JobState | None = None) -> list[JobStatus]:
+        params: dict[str, Any] = {"limit": limit}
+        if state is not None:
+            params["state"] = state.value
+        response = self._request("GET", "/jobs", params=params)
         return JobList.model_validate(response.json()).jobs
+
+    def audit(self, doc_id: str | None = None, limit: int = 100) -> list[AuditEntry]:
+        """The tenant's deletes and replacements, newest first."""
+        params: dict[str, Any] = {"limit": limit}
+        if doc_id is not None:
+            params["doc_id"] = doc_id
+        response = self._request("GET", "/audit", params=params)
+        return AuditList.model_validate(response.json()).entries
 
     def wait_for_job(
         self, job_id: str, timeout_s: float = 300.0, poll_s: float = 0.25
-    ) -> IngestJob:
+    ) -> JobStatus:
         """Poll until the job is READY or FAILED (returned either way), or raise TimeoutError."""
         deadline = time.monotonic() + timeout_s
         while True:

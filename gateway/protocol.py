@@ -9,12 +9,29 @@ API shows them as they are; API-only shapes live here.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr
 
-from core.types import BBox, Document, IngestJob, RetrievalTrace, RouteName
+from core.ids import DOC_ID_PATTERN
+from core.types import AuditEntry, BBox, Document, JobStatus, RetrievalTrace, RouteName
 
 API_PREFIX = "/v1"
+
+
+def _not_blank(text: str) -> str:
+    if not text.strip():
+        raise ValueError("must contain a non-whitespace character")
+    return text
+
+
+#: A question or search: at least one non-whitespace character (a blank query matches nothing
+#: a person meant, so it is refused rather than answered with arbitrary pages).
+QueryText = Annotated[str, Field(min_length=1), AfterValidator(_not_blank)]
+#: A document id as callers may give it (:data:`core.ids.DOC_ID_PATTERN`).
+DocId = Annotated[str, Field(pattern=DOC_ID_PATTERN, description="1-128 of A-Z a-z 0-9 . _ : @ -")]
+#: What an upload did to the caller's documents.
+Outcome = Literal["created", "replaced", "unchanged"]
 
 
 class ErrorBody(BaseModel):
@@ -34,14 +51,14 @@ class SearchFilters(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     doc_ids: list[str] | None = Field(
-        default=None, description="only these documents (of the caller's tenant)"
+        default=None, max_length=1000, description="only these documents (of the caller's tenant)"
     )
 
 
 class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    query: str = Field(min_length=1)
+    query: QueryText
     route: RouteName = RouteName.AUTO
     top_k: int = Field(default=10, ge=1)
     filters: SearchFilters = Field(default_factory=SearchFilters)
@@ -76,15 +93,32 @@ class SearchResponse(BaseModel):
     elapsed_ms: float
 
 
+class Submitted(BaseModel):
+    """What the service did with an upload or URI: the job, and created/replaced/unchanged."""
+
+    job: JobStatus
+    outcome: Outcome
+
+
 class JobAccepted(BaseModel):
     job_id: str
     doc_id: str
     state: str
+    outcome: Outcome = Field(
+        description=(
+            "created: a new document; replaced: a new version of the document named by doc_id "
+            "(or replace=true); unchanged: the same bytes, ACL and validity were already there"
+        )
+    )
     status_url: str
 
 
 class JobList(BaseModel):
-    jobs: list[IngestJob]
+    jobs: list[JobStatus]
+
+
+class AuditList(BaseModel):
+    entries: list[AuditEntry]
 
 
 class DocumentList(BaseModel):
@@ -102,10 +136,17 @@ class UriIngest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    uri: str = Field(min_length=1)
-    doc_id: str | None = Field(default=None, description="stable id; default: from the URI")
-    acl: list[str] = Field(default_factory=list)
+    uri: str = Field(min_length=1, max_length=4096)
+    doc_id: DocId | None = Field(default=None, description="stable id; default: from the URI")
+    acl: list[Annotated[str, Field(min_length=1, max_length=256)]] = Field(
+        default_factory=list, max_length=100
+    )
     valid_until: datetime | None = None
+    password: SecretStr | None = Field(
+        default=None,
+        max_length=1024,
+        description="opens an encrypted PDF; never stored, logged or traced",
+    )
 
 
 class Deleted(BaseModel):

@@ -113,7 +113,7 @@ class Retriever:
         chosen = choose_route(query, self.visual_available) if route == RouteName.AUTO else route
         if chosen in (RouteName.VISUAL, RouteName.HYBRID) and not self.visual_available:
             raise PageSightError(
-                ErrorCode.UNSUPPORTED_FORMAT,
+                ErrorCode.ROUTE_UNAVAILABLE,
                 Stage.QUERY,
                 f"route {chosen.value!r} needs a page model: set PAGESIGHT_VISUAL__MODEL to a "
                 "local ColQwen2 directory (and re-ingest), or use route 'text'",

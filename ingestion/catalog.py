@@ -2,8 +2,9 @@
 
 The vector index holds what retrieval needs; the catalog holds what operations need: the job
 state machine (so ``kill -9`` in the middle of a batch can be resumed), the documents a tenant
-has (for ``sync`` and listings), and each page's image reference (for page images and for
-deleting them). SQLite in WAL mode: one writer (the ingest process or the server), many readers.
+has (for ``sync`` and listings), each page's image reference (for page images and for
+deleting them), and the audit log of deletes and replacements (who, what, when). SQLite in
+WAL mode: one writer (the ingest process or the server), many readers.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from core.errors import ErrorCode
 from core.sqlite import SqliteDb
-from core.types import Document, IngestJob, JobState, Page
+from core.types import AuditEntry, Document, IngestJob, JobState, Page
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -44,6 +45,13 @@ CREATE TABLE IF NOT EXISTS pages (
     PRIMARY KEY (tenant, doc_id, page_number)
 );
 CREATE INDEX IF NOT EXISTS pages_image ON pages(tenant, image_ref);
+CREATE TABLE IF NOT EXISTS audit (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    tenant TEXT NOT NULL,
+    doc_id TEXT NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS audit_tenant ON audit(tenant, seq);
 """
 
 
@@ -78,9 +86,11 @@ class Catalog:
         doc_id: str,
         acl: list[str],
         valid_until: datetime | None = None,
+        submitted_by: str | None = None,
     ) -> IngestJob:
         now = _now()
         job = IngestJob(
+            submitted_by=submitted_by,
             job_id=str(uuid.uuid4()),
             tenant=tenant,
             source_uri=source_uri,
@@ -126,8 +136,13 @@ class Catalog:
         return IngestJob.model_validate_json(rows[0][0]) if rows else None
 
     def jobs(
-        self, tenant: str | None = None, states: list[JobState] | None = None, limit: int = 1000
+        self,
+        tenant: str | None = None,
+        states: list[JobState] | None = None,
+        limit: int = 1000,
+        offset: int = 0,
     ) -> list[IngestJob]:
+        """Newest first; ``states`` filters before ``limit`` applies."""
         sql = "SELECT body FROM jobs WHERE 1=1"
         args: list[object] = []
         if tenant is not None:
@@ -136,8 +151,8 @@ class Catalog:
         if states:
             sql += f" AND state IN ({','.join('?' * len(states))})"
             args.extend(s.value for s in states)
-        sql += " ORDER BY created_at DESC LIMIT ?"
-        args.append(limit)
+        sql += " ORDER BY created_at DESC, job_id LIMIT ? OFFSET ?"
+        args.extend([limit, offset])
         return [IngestJob.model_validate_json(r[0]) for r in self._rows(sql, args)]
 
     def delete_jobs(self, tenant: str, doc_id: str) -> int:
@@ -155,6 +170,35 @@ class Catalog:
         """Jobs a killed process left behind, oldest first (the order they were queued)."""
         states = [s for s in JobState if not s.terminal]
         return list(reversed(self.jobs(states=states, limit=1_000_000)))
+
+    # -- audit log --------------------------------------------------------------------------
+
+    def audit(self, entry: AuditEntry) -> None:
+        """Append one entry (never updated, never deleted with the document it names)."""
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO audit (tenant, doc_id, body) VALUES (?, ?, ?)",
+                (entry.tenant, entry.doc_id, entry.model_dump_json(exclude={"seq"})),
+            )
+
+    def audit_entries(
+        self, tenant: str, doc_id: str | None = None, limit: int = 100, before: int | None = None
+    ) -> list[AuditEntry]:
+        """The tenant's entries, newest first (``before``: only entries older than that seq)."""
+        sql = "SELECT seq, body FROM audit WHERE tenant = ?"
+        args: list[object] = [tenant]
+        if doc_id is not None:
+            sql += " AND doc_id = ?"
+            args.append(doc_id)
+        if before is not None:
+            sql += " AND seq < ?"
+            args.append(before)
+        sql += " ORDER BY seq DESC LIMIT ?"
+        args.append(limit)
+        return [
+            AuditEntry.model_validate_json(body).model_copy(update={"seq": seq})
+            for seq, body in self._rows(sql, args)
+        ]
 
     # -- documents and pages ----------------------------------------------------------------
 

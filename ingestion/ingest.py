@@ -14,19 +14,20 @@ state persisted in the catalog before the work it names starts. Point ids derive
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
 from core.errors import ErrorCode, PageSightError, Stage
-from core.ids import file_version, make_doc_id, point_id
+from core.ids import check_doc_id, file_version, make_doc_id, point_id
 from core.protocols import PageEmbedder, PageEmbedding, SparseEncoder, TextEmbedder
 from core.settings import Settings
-from core.types import EVERYONE, Chunk, IngestJob, JobState, ParsedDocument
+from core.types import EVERYONE, AuditEntry, Chunk, IngestJob, JobState, ParsedDocument
 from index.base import IndexPoint, VectorStore
 from index.vectors import (
     DENSE_VECTOR,
@@ -116,6 +117,29 @@ def first_stage_rows(
     return pool_blocks(vectors, image_mask, grid, (min(blocks[0], rows), min(blocks[1], cols)))
 
 
+def display_name(job: IngestJob) -> str:
+    """The caller's name for the job's file: the uploaded file name, else its source URI
+    (never where the service stored its copy)."""
+    uri = job.source_uri
+    return uri.removeprefix("upload:") if uri.startswith("upload:") else uri
+
+
+def redact_path(message: str, job: IngestJob) -> str:
+    """``message`` with the stored copy's path and file name replaced by :func:`display_name`
+    (parsers name the file they opened, which for uploads is an internal content address)."""
+    path = Path(job.path)
+    internal = sorted({str(path.resolve()), str(path), path.name} - {"", "."}, key=len)
+    pattern = "|".join(re.escape(name) for name in reversed(internal))  # longest first
+    return re.sub(pattern, lambda _m: display_name(job), message) if pattern else message
+
+
+def _via(actor: str | None) -> str:
+    """Where a change came from, for the audit log."""
+    if actor is None:
+        return ""
+    return "cli" if actor.startswith("cli:") else "api"
+
+
 @dataclass
 class IngestRequest:
     path: Path
@@ -125,6 +149,8 @@ class IngestRequest:
     doc_id: str | None = None
     source_uri: str | None = None
     valid_until: datetime | None = None
+    #: who asked (an API key id, ``cli:<user>``): kept on the job and in the audit log
+    actor: str | None = None
 
 
 @dataclass
@@ -179,33 +205,113 @@ class Ingestor:
         tenant: str,
         acl: list[str] | None = None,
         progress: IngestProgress | None = None,
+        allow_empty: bool = False,
     ) -> SyncReport:
-        """Make the tenant's documents equal the folder's files (set difference deletes)."""
-        if not folder.is_dir():
-            raise PageSightError(ErrorCode.NOT_FOUND, Stage.INPUT, f"no such folder: {folder}")
-        files = sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith("."))
+        """Make the tenant's documents from ``folder`` equal the folder's files.
+
+        Only documents whose catalog source URI is a file under ``folder`` can be deleted:
+        uploads, other folders' documents and index-only ids with no catalog row are never
+        touched. A folder that cannot be listed deletes nothing and raises NOT_FOUND; one that
+        lists no files while documents from it are indexed deletes nothing and raises
+        INVALID_REQUEST, unless ``allow_empty``.
+        """
+        root = folder.resolve()
+        files = self._list_files(folder)
+        if not files and not allow_empty:
+            held = self._documents_under(tenant, root)
+            if held:
+                raise PageSightError(
+                    ErrorCode.INVALID_REQUEST,
+                    Stage.INPUT,
+                    f"{folder} lists no files but {len(held)} document(s) of tenant {tenant} "
+                    "were ingested from it; nothing was deleted (pass --allow-empty / "
+                    "allow_empty=True to delete them)",
+                )
         requests = [IngestRequest(path=p, tenant=tenant, acl=list(acl or [])) for p in files]
         jobs = self.ingest(requests, progress)
         wanted = {make_doc_id(tenant, p.resolve().as_uri()) for p in files}
-        return SyncReport(ingested=jobs, deleted=self.sync_deletions(tenant, wanted))
+        return SyncReport(ingested=jobs, deleted=self.sync_deletions(tenant, root, wanted))
 
-    def sync_deletions(self, tenant: str, wanted: set[str]) -> list[str]:
-        """Delete the tenant's documents whose ids are not in ``wanted``; return their ids."""
-        known = set(self.store.document_versions(tenant)) | {
-            d.doc_id for d in self.catalog.documents(tenant)
-        }
-        return [doc_id for doc_id in sorted(known - wanted) if self.delete(tenant, doc_id)]
+    def sync_deletions(self, tenant: str, root: Path, wanted: set[str]) -> list[str]:
+        """Delete the tenant's documents from files under ``root`` whose ids are not in
+        ``wanted``; return their ids. Documents with no catalog row (no known source), uploads
+        and files outside ``root`` are kept."""
+        under = self._documents_under(tenant, root.resolve())
+        return [doc_id for doc_id in sorted(set(under) - wanted) if self.delete(tenant, doc_id)]
 
-    def delete(self, tenant: str, doc_id: str) -> bool:
-        """Remove a document everywhere: points, catalog rows, page images no page still uses."""
-        in_index = doc_id in self.store.document_versions(tenant)
+    def _documents_under(self, tenant: str, root: Path) -> list[str]:
+        """Ids of the tenant's catalogued documents whose source is a file under ``root``."""
+        return [
+            d.doc_id for d in self.catalog.documents(tenant) if self._file_under(d.source_uri, root)
+        ]
+
+    @staticmethod
+    def _file_under(source_uri: str, root: Path) -> bool:
+        """``source_uri`` is a ``file:`` URI of a path strictly under the resolved ``root``
+        (prefix with a trailing separator: ``/data/a`` does not hold ``/data/ab/x.pdf``)."""
+        import os
+        from urllib.parse import urlparse
+        from urllib.request import url2pathname
+
+        parsed = urlparse(source_uri)
+        if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
+            return False
+        path = os.path.normpath(url2pathname(parsed.path))
+        prefix = str(root).rstrip(os.sep) + os.sep
+        return path.startswith(prefix)
+
+    @staticmethod
+    def _list_files(folder: Path) -> list[Path]:
+        """Every non-hidden file under ``folder``; raises NOT_FOUND if any part of it cannot be
+        listed (a silently skipped subfolder would look like deleted files)."""
+        import os
+
+        if not folder.is_dir():
+            what = "not a folder" if folder.exists() else "no such folder"
+            raise PageSightError(ErrorCode.NOT_FOUND, Stage.INPUT, f"{what}: {folder}")
+
+        def fail(exc: OSError) -> None:
+            raise PageSightError(
+                ErrorCode.NOT_FOUND,
+                Stage.INPUT,
+                f"cannot list {exc.filename or folder}: {exc.strerror or exc}; nothing was synced",
+            ) from exc
+
+        files = [
+            Path(parent) / name
+            for parent, _, names in os.walk(folder, onerror=fail)
+            for name in names
+            if not name.startswith(".")
+        ]
+        return sorted(p for p in files if p.is_file())
+
+    def delete(self, tenant: str, doc_id: str, *, actor: str = "system", via: str = "") -> bool:
+        """Remove a document everywhere: points, catalog rows, page images no page still uses;
+        the audit log keeps who deleted what, when."""
+        versions = self.store.document_versions(tenant)
+        document = self.catalog.document(tenant, doc_id)
         for store in self._stores():
             store.delete_document(tenant, doc_id)
             store.flush()
         orphans = self.catalog.delete_document(tenant, doc_id)
         for ref in orphans or []:
             self.images.delete(ref)
-        return in_index or orphans is not None
+        found = doc_id in versions or orphans is not None
+        if found:
+            self.catalog.audit(
+                AuditEntry(
+                    at=datetime.now(UTC),
+                    tenant=tenant,
+                    actor=actor,
+                    action="delete",
+                    doc_id=doc_id,
+                    version=document.version if document else versions.get(doc_id),
+                    source_uri=document.source_uri if document else None,
+                    acl=document.acl if document else [],
+                    via=via,
+                )
+            )
+        return found
 
     # -- one job ----------------------------------------------------------------------------
 
@@ -216,10 +322,17 @@ class Ingestor:
             tenant=req.tenant,
             source_uri=uri,
             path=str(req.path),
-            doc_id=req.doc_id or make_doc_id(req.tenant, uri),
+            doc_id=check_doc_id(req.doc_id) if req.doc_id else make_doc_id(req.tenant, uri),
             acl=list(req.acl),
             valid_until=req.valid_until,
+            submitted_by=req.actor,
         )
+
+    def unchanged(self, req: IngestRequest, version: str) -> IngestJob:
+        """Record that ``req`` brought nothing new (its document already is ``version`` with
+        this ACL): a READY job marked unchanged, so the caller has a job to look at."""
+        job = self.queue(req)
+        return self.catalog.advance(job, JobState.READY, version=version, unchanged=True)
 
     def run(
         self, job: IngestJob, password: str | None = None, progress: IngestProgress | None = None
@@ -230,7 +343,9 @@ class Ingestor:
             job = self.catalog.advance(job, JobState.RENDERING, attempts=job.attempts + 1)
             path = Path(job.path)
             if not path.is_file():
-                raise PageSightError(ErrorCode.NOT_FOUND, Stage.INPUT, f"no such file: {path}")
+                raise PageSightError(
+                    ErrorCode.NOT_FOUND, Stage.INPUT, f"no such file: {display_name(job)}"
+                )
             version = file_version(path)
             if self._already_indexed(job, version):
                 return self.catalog.advance(job, JobState.READY, version=version, unchanged=True)
@@ -263,23 +378,28 @@ class Ingestor:
             page_points = self._page_points(parsed, job.acl)
             job = self.catalog.advance(job, JobState.INDEXING)
             stage = Stage.INDEX
-            self._write(parsed, points, page_points)
+            self._write(parsed, points, page_points, job.submitted_by, _via(job.submitted_by))
             return self.catalog.advance(job, JobState.READY)
         except PageSightError as exc:
             log.warning("ingest failed for %s: %s", job.path, exc)
-            return self.catalog.fail(job, exc.code, exc.stage.value, exc.message)
+            message = redact_path(exc.message, job)
+            return self.catalog.fail(job, exc.code, exc.stage.value, message)
         except Exception as exc:  # a bug or an engine failure: this file fails, the batch goes on
             log.exception("ingest crashed for %s", job.path)
             code = {Stage.EMBED: ErrorCode.EMBED_FAILED, Stage.INDEX: ErrorCode.INDEX_FAILED}.get(
                 stage, ErrorCode.INTERNAL
             )
-            return self.catalog.fail(job, code, stage.value, f"{type(exc).__name__}: {exc}")
+            message = redact_path(f"{type(exc).__name__}: {exc}", job)
+            return self.catalog.fail(job, code, stage.value, message)
 
     def _already_indexed(self, job: IngestJob, version: str) -> bool:
-        """This version is in the catalog and in every index (a page index added later counts:
-        enabling visual search re-ingests what it has not seen)."""
+        """This version, with this job's ACL and validity, is in the catalog and in every index
+        (a page index added later counts: enabling visual search re-ingests what it has not
+        seen; a changed ACL re-writes the payloads that carry it)."""
         doc = self.catalog.document(job.tenant, job.doc_id)
         if doc is None or doc.version != version:
+            return False
+        if sorted(doc.acl) != sorted(job.acl) or doc.valid_until != job.valid_until:
             return False
         return all(
             store.document_versions(job.tenant).get(job.doc_id) == version
@@ -364,7 +484,12 @@ class Ingestor:
         return [self.store] + ([self.page_store] if self.page_store is not None else [])
 
     def _write(
-        self, parsed: ParsedDocument, points: list[IndexPoint], page_points: list[IndexPoint]
+        self,
+        parsed: ParsedDocument,
+        points: list[IndexPoint],
+        page_points: list[IndexPoint],
+        actor: str | None = None,
+        via: str = "",
     ) -> None:
         doc = parsed.document
         for store, batch in ((self.store, points), (self.page_store, page_points)):
@@ -375,5 +500,21 @@ class Ingestor:
             # Only now do older versions go: a reader never sees the document vanish mid-update.
             store.delete_document(doc.tenant, doc.doc_id, keep_version=doc.version)
             store.flush()
+        previous = self.catalog.document(doc.tenant, doc.doc_id)
         for ref in self.catalog.put_document(doc, parsed.pages):
             self.images.delete(ref)
+        if previous is not None:
+            self.catalog.audit(
+                AuditEntry(
+                    at=datetime.now(UTC),
+                    tenant=doc.tenant,
+                    actor=actor or "system",
+                    action="replace",
+                    doc_id=doc.doc_id,
+                    version=previous.version,
+                    new_version=doc.version,
+                    source_uri=previous.source_uri,
+                    acl=previous.acl,
+                    via=via,
+                )
+            )

@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
+from urllib.parse import urlsplit
 
 import typer
 from rich.console import Console
@@ -30,6 +32,7 @@ from core.types import (
     AccessFilter,
     IngestJob,
     JobState,
+    JobStatus,
     ParsedDocument,
     RouteName,
     SearchResult,
@@ -38,7 +41,7 @@ from core.types import (
 if TYPE_CHECKING:
     from gateway.client import PageSightClient
     from gateway.protocol import SearchResponse
-    from ingestion.ingest import IngestRequest
+    from ingestion.ingest import IngestProgress, IngestRequest
     from services.app import AppArgs
     from services.stack import LocalStack
 
@@ -191,7 +194,7 @@ def _run_ingest(stack: LocalStack, requests: list[IngestRequest]) -> list[Ingest
     return jobs
 
 
-def _print_jobs(jobs: list[IngestJob]) -> None:
+def _print_jobs(jobs: Sequence[JobStatus]) -> None:
     out = Console(highlight=False, soft_wrap=True)
     for job in jobs:
         if job.state == JobState.READY:
@@ -203,7 +206,7 @@ def _print_jobs(jobs: list[IngestJob]) -> None:
         name = (
             job.source_uri.removeprefix("upload:")
             if job.source_uri.startswith("upload:")
-            else Path(job.path).name
+            else Path(urlsplit(job.source_uri).path).name or job.source_uri
         )
         out.print(f"{status:<22} {name}  doc_id={job.doc_id}  {detail}")
 
@@ -258,17 +261,56 @@ def sync(
     folder: Annotated[Path, typer.Argument(help="folder whose files the tenant should have")],
     tenant: Tenant = "default",
     acl: Acl = None,
+    allow_empty: Annotated[
+        bool,
+        typer.Option(
+            "--allow-empty",
+            help="let a FOLDER with no files delete every document that came from it",
+        ),
+    ] = False,
 ) -> None:
-    """Ingest new or changed files and delete the tenant's documents no longer in FOLDER."""
+    """Ingest new or changed files under FOLDER and delete the tenant's documents that came from
+    FOLDER but are no longer in it (uploads and other folders' documents are kept).
+
+    A FOLDER that cannot be listed, or an empty one while documents from it are indexed
+    (without --allow-empty), deletes nothing and exits with code 1.
+    """
     settings = Settings()
-    with _stack(settings) as stack:
-        files = _expand([folder])
-        jobs = _run_ingest(stack, [stack.request(p, tenant, acl) for p in files])
-        wanted = {stack.doc_id_for(tenant, p) for p in files}
-        report = stack.ingestor.sync_deletions(tenant, wanted)
-    _print_jobs(jobs)
-    for doc_id in report:
-        console.print(f"deleted {doc_id} (no longer in {folder})")
+    with _stack(settings) as stack, _progress() as bar:
+        try:
+            report = stack.ingestor.sync(
+                folder, tenant, acl, progress=_file_bars(bar), allow_empty=allow_empty
+            )
+        except PageSightError as exc:
+            # markup=False: a path in the message may contain [brackets].
+            console.print(
+                f"{exc.stage.value}/{exc.code.value}: {exc.message}",
+                style="red",
+                markup=False,
+                soft_wrap=True,
+            )
+            raise typer.Exit(code=1) from exc
+    _print_jobs(report.ingested)
+    out = Console(highlight=False, soft_wrap=True)
+    for doc_id in report.deleted:
+        out.print(f"deleted {doc_id} (no longer in {folder})", markup=False)
+    if any(j.state == JobState.FAILED for j in report.ingested):
+        raise typer.Exit(code=1)
+
+
+def _file_bars(bar: Progress) -> IngestProgress:
+    """Per-file progress for :meth:`Ingestor.sync` (a file's bar goes when the next reports)."""
+    current: dict[str, TaskID] = {}
+
+    def report(job: IngestJob, done: int, total: int) -> None:
+        if job.job_id not in current:
+            for task in current.values():
+                bar.remove_task(task)
+            current.clear()
+            current[job.job_id] = bar.add_task(Path(job.path).name, total=total)
+        bar.update(current[job.job_id], completed=done, total=total)
+
+    return report
 
 
 @app.command()
@@ -284,7 +326,7 @@ def jobs(
 
     if server:
         with _remote(server, api_key) as client:
-            _print_jobs([j for j in client.jobs(limit) if state is None or j.state == state])
+            _print_jobs(client.jobs(limit, state))
         return
     settings = Settings()
     catalog = Catalog(settings.data_dir / "catalog.sqlite3")
@@ -309,7 +351,9 @@ def delete(
         return
     settings = Settings()
     with _stack(settings) as stack:
-        found = stack.ingestor.delete(tenant, doc_id)
+        from services.stack import cli_actor
+
+        found = stack.ingestor.delete(tenant, doc_id, actor=cli_actor(), via="cli")
     if not found:
         console.print(f"[red]input/NOT_FOUND: no document {doc_id} for tenant {tenant}")
         raise typer.Exit(code=1)
@@ -435,26 +479,74 @@ def keys_new(
     principal: Annotated[
         list[str] | None, typer.Option(help="ACL principal of the key (repeatable)")
     ] = None,
+    scope: Annotated[
+        list[str] | None,
+        typer.Option(help="read and/or write (repeatable); default: both"),
+    ] = None,
     keys_file: Annotated[
         Path | None, typer.Option(help="JSON keys file; default: <data_dir>/api-keys.json")
     ] = None,
 ) -> None:
-    """Create an API key: its hash goes into the keys file, the key is printed once."""
+    """Create an API key: its hash goes into the keys file, the key is printed once. A running
+    gateway picks it up within PAGESIGHT_GATEWAY__KEYS_RELOAD_S seconds (default 2)."""
     import secrets
 
-    from gateway.auth import load_records, new_key, save_records
+    from core.settings import ALL_SCOPES
+    from gateway.auth import FileKeyStore, new_key
 
-    settings = Settings()
-    path = keys_file or _default_keys_file(settings)
-    records = load_records(path) if path.exists() else []
-    key_id = key_id or f"key-{secrets.token_hex(4)}"
-    if any(r.key_id == key_id for r in records):
-        console.print(f"[red]a key named {key_id!r} already exists in {path}")
+    scopes = scope or list(ALL_SCOPES)
+    unknown = sorted(set(scopes) - set(ALL_SCOPES))
+    if unknown:
+        console.print(f"[red]input/INVALID_REQUEST: unknown scope {unknown[0]!r} (read, write)")
         raise typer.Exit(code=1)
-    key, record = new_key(key_id, tenant, principal)
-    save_records(path, [*records, record])
-    console.print(f"added {key_id} (tenant {tenant}) to {path}; the key, shown only now:")
+    store = FileKeyStore(keys_file or _default_keys_file(Settings()))
+    key_id = key_id or f"key-{secrets.token_hex(4)}"
+    key, record = new_key(key_id, tenant, principal, [s for s in ALL_SCOPES if s in scopes])
+    try:
+        store.add(record)
+    except PageSightError as exc:
+        console.print(f"[red]{exc.stage.value}/{exc.code.value}: {exc.message}")
+        raise typer.Exit(code=1) from exc
+    console.print(
+        f"added {key_id} (tenant {tenant}, {'+'.join(record.scopes)}) to {store.path}; "
+        "the key, shown only now:"
+    )
     sys.stdout.write(key + "\n")
+
+
+@keys_app.command("revoke")
+def keys_revoke(
+    key_id: Annotated[str, typer.Argument(help="the key's id (see `pagesight keys list`)")],
+    keys_file: Annotated[
+        Path | None, typer.Option(help="JSON keys file; default: <data_dir>/api-keys.json")
+    ] = None,
+) -> None:
+    """Revoke a key: a running gateway refuses it within the keys reload interval."""
+    from gateway.auth import FileKeyStore
+
+    store = FileKeyStore(keys_file or _default_keys_file(Settings()))
+    if not store.revoke(key_id):
+        console.print(f"[red]auth/NOT_FOUND: no active key {key_id!r} in {store.path}")
+        raise typer.Exit(code=1)
+    console.print(f"revoked {key_id}")
+
+
+@keys_app.command("list")
+def keys_list(
+    keys_file: Annotated[
+        Path | None, typer.Option(help="JSON keys file; default: <data_dir>/api-keys.json")
+    ] = None,
+) -> None:
+    """The keys in the keys file: id, tenant, principals, scopes, revoked (never the key)."""
+    from gateway.auth import FileKeyStore
+
+    out = Console(highlight=False, soft_wrap=True)
+    for record in FileKeyStore(keys_file or _default_keys_file(Settings())).records():
+        revoked = f"  revoked {record.revoked_at:%Y-%m-%d %H:%M}" if record.revoked_at else ""
+        out.print(
+            f"{record.key_id}  tenant={record.tenant}  scopes={'+'.join(record.scopes)}  "
+            f"principals={','.join(record.principals) or '-'}{revoked}"
+        )
 
 
 @app.command()

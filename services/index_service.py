@@ -4,7 +4,12 @@ Everything the gateway does to data goes through here: searches (with the caller
 principals inside every index query), document uploads (written to disk, queued as a job and
 ingested by a background worker, never on the request path), job and document listings,
 deletes (points, page images, uploads, jobs and the traces that name the document), page images
-with highlights, and traces.
+with highlights, traces and the audit log.
+
+Every method applies one permission rule, the one retrieval applies inside the index
+(:meth:`core.types.AccessFilter.admits`: tenant, ACL, validity): a document, page, image, job
+or trace the caller may not see answers exactly as a missing one (``None`` -> 404), and
+uploads, replacements and deletes need the key's ``write`` scope, everything else ``read``.
 
 It is a plain class: the Ray application wraps it in a deployment (one replica: the embedded
 index has a single writer), tests and ``pagesight serve --no-ray`` use it in-process. Methods
@@ -24,16 +29,26 @@ import re
 import shutil
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from core.errors import ErrorCode, PageSightError, Stage
-from core.ids import make_doc_id, point_id
+from core.ids import check_doc_id, make_doc_id, point_id
 from core.protocols import PageEmbedder, TextEmbedder
 from core.settings import Settings
-from core.types import AccessFilter, Document, IngestJob, JobState, RetrievalTrace, RouteName
+from core.types import (
+    AccessFilter,
+    AuditEntry,
+    Document,
+    IngestJob,
+    JobState,
+    JobStatus,
+    RetrievalTrace,
+    RouteName,
+)
 from gateway.answer import (
     AnsweredQuery,
     AnswerEvent,
@@ -55,16 +70,19 @@ from gateway.images import (
 from gateway.metrics import ServiceMetrics
 from gateway.protocol import (
     DocumentDetail,
+    Outcome,
     Readiness,
     SearchHit,
     SearchRequest,
     SearchResponse,
+    Submitted,
     UriIngest,
 )
 from gateway.sources import SourcePolicy
 from gateway.tracing import current_trace_id
 from gateway.visual_rerank import VisualPageReranker
 from index.traces import TraceStore
+from ingestion.catalog import Catalog
 from ingestion.ingest import DocumentParseFn, IngestRequest
 from models.llm import OpenAiChatClient
 from models.reranker import build_ranker
@@ -107,6 +125,28 @@ def _digest(value: str) -> str:
     return hashlib.sha256(value.encode()).hexdigest()[:24]
 
 
+def _access(caller: Caller) -> AccessFilter:
+    """The caller's view: its tenant and principals, at the current time."""
+    return AccessFilter(tenant=caller.tenant, principals=caller.principals)
+
+
+def _sees_job(caller: Caller, job: IngestJob) -> bool:
+    """A job is the submitting key's, and visible by its ACL like the document it makes."""
+    return job.tenant == caller.tenant and (
+        job.submitted_by == caller.key_id
+        or _access(caller).admits(job.tenant, job.acl, job.valid_until)
+    )
+
+
+def _same(document: Document, version: str, acl: list[str], valid_until: datetime | None) -> bool:
+    """The stored document already is these bytes with this ACL and validity."""
+    return (
+        document.version == version
+        and sorted(document.acl) == sorted(acl)
+        and document.valid_until == valid_until
+    )
+
+
 class IndexService:
     """Search, ingest jobs, documents, page images and traces over one :class:`LocalStack`."""
 
@@ -136,6 +176,8 @@ class IndexService:
         self._worker: threading.Thread | None = None
         self._warm_error: str | None = None
         self._answers: AnswerPipeline | None = None
+        #: passwords of queued jobs, in memory only until the worker takes them
+        self._passwords: dict[str, str] = {}
 
     # -- life cycle --------------------------------------------------------------------------
 
@@ -225,10 +267,9 @@ class IndexService:
 
     def search(self, caller: Caller, request: SearchRequest, trace_id: str) -> SearchResponse:
         current_trace_id.set(trace_id)
+        caller.require("read")
         stack = self._ready()
-        access = AccessFilter(
-            tenant=caller.tenant, principals=caller.principals, doc_ids=request.filters.doc_ids
-        )
+        access = _access(caller).model_copy(update={"doc_ids": request.filters.doc_ids})
         started = time.perf_counter()
         with self._search_slots:
             result = stack.search(request.query, access, request.route, request.top_k, trace_id)
@@ -254,16 +295,24 @@ class IndexService:
         )
 
     def trace(self, caller: Caller, trace_id: str) -> RetrievalTrace | None:
-        return self._trace_store().get(caller.tenant, trace_id)
+        """The tenant's trace, when every document it names is visible to the caller (a trace
+        carries snippets and ids of what the query saw)."""
+        caller.require("read")
+        found = self._trace_store().get(caller.tenant, trace_id)
+        if found is None:
+            return None
+        trace, doc_ids = found
+        visible = all(self._visible_document(caller, doc_id) is not None for doc_id in doc_ids)
+        return trace if visible else None
 
     def answer(self, caller: Caller, request: AnswerRequest, trace_id: str) -> AnswerResponse:
         """A grounded answer (extractive without an LLM configured, see gateway.answer)."""
         current_trace_id.set(trace_id)
+        caller.require("read")
         self._ready()
         assert self._answers is not None
-        access = AccessFilter(tenant=caller.tenant, principals=caller.principals)
         with self._search_slots:
-            done = self._answers.run(request, access, trace_id)
+            done = self._answers.run(request, _access(caller), trace_id)
         self._trace_store().put(caller.tenant, done.trace, set(done.trace.doc_ids))
         return done.response
 
@@ -280,10 +329,10 @@ class IndexService:
         :meth:`answer` does. Closing it closes the LLM's stream.
         """
         current_trace_id.set(trace_id)
+        caller.require("read")
         self._ready()
         assert self._answers is not None
-        access = AccessFilter(tenant=caller.tenant, principals=caller.principals)
-        events = self._answers.stream(request, access, trace_id)
+        events = self._answers.stream(request, _access(caller), trace_id)
         try:
             with self._search_slots:
                 first = next(events)
@@ -337,10 +386,21 @@ class IndexService:
         doc_id: str | None = None,
         acl: list[str] | None = None,
         valid_until: datetime | None = None,
+        replace: bool = False,
+        password: str | None = None,
         trace_id: str = "",
-    ) -> IngestJob:
-        """Write the uploaded bytes under the data directory and queue their ingestion."""
+    ) -> Submitted:
+        """Write the uploaded bytes under the data directory and queue their ingestion.
+
+        Which document the bytes become (DESIGN.md section 2): with ``doc_id``, that document
+        (created, or replaced when it exists); with ``replace``, the caller's one document of
+        the same file name; otherwise the document of this file name *and* these bytes —
+        the same upload again is ``unchanged``, different bytes under the same name are a new
+        document. ``password`` opens an encrypted PDF; it is handed to the worker in memory,
+        never stored, logged or traced.
+        """
         current_trace_id.set(trace_id or None)
+        caller.require("write")
         limit = self.settings.gateway.max_upload_bytes
         if len(data) > limit:
             raise PageSightError(
@@ -350,39 +410,97 @@ class IndexService:
             raise PageSightError(ErrorCode.CORRUPT, Stage.INPUT, "the uploaded file is empty")
         name = _SAFE_NAME.sub("_", Path(filename or "upload").name).strip("._") or "upload"
         source_uri = f"upload:{name}"
-        doc_id = doc_id or make_doc_id(caller.tenant, source_uri)
         digest = hashlib.sha256(data).hexdigest()
-        path = self._upload_dir(caller.tenant, doc_id) / f"{digest[:32]}{Path(name).suffix.lower()}"
+        acl = list(acl or [])
+        if doc_id is not None:
+            target, existing = check_doc_id(doc_id), self._claim(caller, doc_id)
+        elif replace:
+            target, existing = self._named_upload(caller, source_uri, digest)
+        else:
+            target = make_doc_id(caller.tenant, f"{source_uri}\x00{digest}")
+            existing = self._catalog().document(caller.tenant, target)
+            if existing is not None and not _access(caller).admits_document(existing):
+                # the same name and bytes under an ACL this key cannot see: a copy of its own
+                target, existing = str(uuid.uuid4()), None
+        outcome: Outcome = "created" if existing is None else "replaced"
+        if existing is not None and _same(existing, digest, acl, valid_until):
+            outcome = "unchanged"
+        request = IngestRequest(
+            path=Path(),
+            tenant=caller.tenant,
+            acl=acl,
+            doc_id=target,
+            source_uri=source_uri,
+            valid_until=valid_until,
+            actor=caller.key_id,
+        )
+        if outcome == "unchanged":
+            job = self._ready().ingestor.unchanged(request, digest)
+            return Submitted(job=job.status(), outcome=outcome)
+        path = self._upload_dir(caller.tenant, target) / f"{digest[:32]}{Path(name).suffix.lower()}"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
-        return self._queue_job(caller, path, source_uri, doc_id, acl, valid_until)
+        request.path = path
+        return Submitted(job=self._queue_job(request, password), outcome=outcome)
 
-    def submit_uri(self, caller: Caller, request: UriIngest, trace_id: str = "") -> IngestJob:
-        """Check the URI against the allowlist now; fetch it in the worker."""
+    def submit_uri(self, caller: Caller, request: UriIngest, trace_id: str = "") -> Submitted:
+        """Check the URI against the allowlist now; fetch it in the worker. A URI is a real
+        location: the same URI again replaces its document (or leaves it unchanged)."""
         current_trace_id.set(trace_id or None)
+        caller.require("write")
         uri = self.sources.check(request.uri)
-        doc_id = request.doc_id or make_doc_id(caller.tenant, uri)
+        doc_id = check_doc_id(request.doc_id) if request.doc_id else make_doc_id(caller.tenant, uri)
+        existing = self._claim(caller, doc_id)
         suffix = Path(urlsplit(uri).path).suffix.lower()[:10]
         path = self._upload_dir(caller.tenant, doc_id) / f"fetched-{_digest(uri)}{suffix}"
-        return self._queue_job(caller, path, uri, doc_id, request.acl, request.valid_until)
+        job = self._queue_job(
+            IngestRequest(
+                path=path,
+                tenant=caller.tenant,
+                acl=list(request.acl),
+                doc_id=doc_id,
+                source_uri=uri,
+                valid_until=request.valid_until,
+                actor=caller.key_id,
+            ),
+            request.password.get_secret_value() if request.password else None,
+        )
+        return Submitted(job=job, outcome="created" if existing is None else "replaced")
 
-    def job(self, caller: Caller, job_id: str) -> IngestJob | None:
-        job = self._ready().catalog.job(job_id)
-        return job if job is not None and job.tenant == caller.tenant else None
+    def job(self, caller: Caller, job_id: str) -> JobStatus | None:
+        caller.require("read")
+        job = self._catalog().job(job_id)
+        return job.status() if job is not None and _sees_job(caller, job) else None
 
-    def jobs(self, caller: Caller, limit: int = 100) -> list[IngestJob]:
-        return self._ready().catalog.jobs(tenant=caller.tenant, limit=limit)
+    def jobs(
+        self, caller: Caller, limit: int = 100, state: JobState | None = None
+    ) -> list[JobStatus]:
+        """The newest ``limit`` jobs the caller may see (of ``state`` only, when given)."""
+        caller.require("read")
+        catalog, offset, page = self._catalog(), 0, max(limit, 200)
+        found: list[JobStatus] = []
+        states = [state] if state is not None else None
+        while len(found) < limit:
+            batch = catalog.jobs(tenant=caller.tenant, states=states, limit=page, offset=offset)
+            found += [j.status() for j in batch if _sees_job(caller, j)]
+            if len(batch) < page:
+                break
+            offset += page
+        return found[:limit]
 
     # -- documents ---------------------------------------------------------------------------
 
     def documents(self, caller: Caller) -> list[Document]:
-        return self._ready().catalog.documents(caller.tenant)
+        caller.require("read")
+        access = _access(caller)
+        return [d for d in self._catalog().documents(caller.tenant) if access.admits_document(d)]
 
     def document(self, caller: Caller, doc_id: str) -> DocumentDetail | None:
-        catalog = self._ready().catalog
-        doc = catalog.document(caller.tenant, doc_id)
+        caller.require("read")
+        doc = self._visible_document(caller, doc_id)
         if doc is None:
             return None
+        catalog = self._catalog()
         ready = [
             j.updated_at
             for j in catalog.jobs(tenant=caller.tenant, states=[JobState.READY], limit=1000)
@@ -395,10 +513,14 @@ class IndexService:
         )
 
     def delete(self, caller: Caller, doc_id: str, trace_id: str = "") -> bool:
-        """Gone everywhere: points, catalog rows, page images, uploads, jobs, traces."""
+        """Gone everywhere: points, catalog rows, page images, uploads, jobs, traces; the audit
+        log records who deleted it. A document the caller cannot see is not found."""
         current_trace_id.set(trace_id or None)
+        caller.require("write")
         stack = self._ready()
-        found = stack.ingestor.delete(caller.tenant, doc_id)
+        if self._visible_document(caller, doc_id) is None:
+            return False
+        found = stack.ingestor.delete(caller.tenant, doc_id, actor=caller.key_id, via="api")
         purged = self._trace_store().purge_document(caller.tenant, doc_id)
         jobs = stack.catalog.delete_jobs(caller.tenant, doc_id)
         shutil.rmtree(self._upload_dir(caller.tenant, doc_id), ignore_errors=True)
@@ -406,6 +528,23 @@ class IndexService:
             "deleted document", extra={"doc_id": doc_id, "traces_purged": purged, "jobs": jobs}
         )
         return found
+
+    def audit(
+        self, caller: Caller, doc_id: str | None = None, limit: int = 100
+    ) -> list[AuditEntry]:
+        """The tenant's deletes and replacements, newest first: those of documents whose ACL
+        (at the time) admits the caller."""
+        caller.require("read")
+        access, catalog, page = _access(caller), self._catalog(), max(limit, 200)
+        found: list[AuditEntry] = []
+        before: int | None = None
+        while len(found) < limit:
+            batch = catalog.audit_entries(caller.tenant, doc_id, limit=page, before=before)
+            found += [e for e in batch if access.admits(e.tenant, e.acl, None)]
+            if len(batch) < page:
+                break
+            before = batch[-1].seq
+        return found[:limit]
 
     def page_image(
         self,
@@ -415,9 +554,12 @@ class IndexService:
         highlight: str | None = None,
         image_format: str = "png",
     ) -> PageImage | None:
+        caller.require("read")
         media_type = media_type_of(image_format)
         boxes = parse_highlight(highlight)
         stack = self._ready()
+        if self._visible_document(caller, doc_id) is None:
+            return None
         page = next(
             (p for p in stack.catalog.pages(caller.tenant, doc_id) if p.page_number == page_number),
             None,
@@ -441,28 +583,13 @@ class IndexService:
             time.sleep(0.05)
         return False
 
-    def _queue_job(
-        self,
-        caller: Caller,
-        path: Path,
-        source_uri: str,
-        doc_id: str,
-        acl: list[str] | None,
-        valid_until: datetime | None,
-    ) -> IngestJob:
-        job = self._ready().ingestor.queue(
-            IngestRequest(
-                path=path,
-                tenant=caller.tenant,
-                acl=list(acl or []),
-                doc_id=doc_id,
-                source_uri=source_uri,
-                valid_until=valid_until,
-            )
-        )
+    def _queue_job(self, request: IngestRequest, password: str | None) -> JobStatus:
+        job = self._ready().ingestor.queue(request)
+        if password:
+            self._passwords[job.job_id] = password
         self._enqueue(job.job_id)
-        log.info("queued ingest job", extra={"job_id": job.job_id, "doc_id": doc_id})
-        return job
+        log.info("queued ingest job", extra={"job_id": job.job_id, "doc_id": job.doc_id})
+        return job.status()
 
     def _enqueue(self, job_id: str) -> None:
         self._queue.put(job_id)
@@ -492,12 +619,13 @@ class IndexService:
             try:
                 fetched = self.sources.fetch(job.source_uri, path)
             except PageSightError as exc:
+                self._passwords.pop(job_id, None)
                 stack.catalog.fail(job, exc.code, exc.stage.value, exc.message)
                 self.metrics.jobs.labels(JobState.FAILED.value, exc.code.value).inc()
                 return
             if fetched != path:  # a file:// source is read where it is
                 job = stack.catalog.advance(job, job.state, path=str(fetched))
-        done = stack.ingestor.run(job)
+        done = stack.ingestor.run(job, self._passwords.pop(job_id, None))
         self.metrics.ingest_seconds.inc(time.perf_counter() - started)
         self.metrics.jobs.labels(done.state.value, done.error_code or "").inc()
         if done.state == JobState.READY and not done.unchanged:
@@ -513,6 +641,46 @@ class IndexService:
 
     def _upload_dir(self, tenant: str, doc_id: str) -> Path:
         return self.upload_dir / _digest(tenant) / _digest(doc_id)
+
+    def _catalog(self) -> Catalog:
+        return self._ready().catalog
+
+    def _visible_document(self, caller: Caller, doc_id: str) -> Document | None:
+        """The catalog's document, if the caller may see it (else as if it did not exist)."""
+        doc = self._catalog().document(caller.tenant, doc_id)
+        return doc if doc is not None and _access(caller).admits_document(doc) else None
+
+    def _claim(self, caller: Caller, doc_id: str) -> Document | None:
+        """The document ``doc_id`` a write would replace (None: it would be created). A
+        document of the tenant the caller cannot see is not overwritten: CONFLICT (this tells a
+        writer of the tenant that the id is taken, and nothing else about it)."""
+        existing = self._catalog().document(caller.tenant, doc_id)
+        if existing is not None and not _access(caller).admits_document(existing):
+            raise PageSightError(
+                ErrorCode.CONFLICT, Stage.INPUT, f"doc_id {doc_id!r} is taken; choose another"
+            )
+        return existing
+
+    def _named_upload(
+        self, caller: Caller, source_uri: str, digest: str
+    ) -> tuple[str, Document | None]:
+        """``replace=true`` without a doc_id: the caller's one visible upload of this name."""
+        access = _access(caller)
+        named = [
+            d
+            for d in self._catalog().documents(caller.tenant)
+            if d.source_uri == source_uri and access.admits_document(d)
+        ]
+        if len(named) > 1:
+            raise PageSightError(
+                ErrorCode.CONFLICT,
+                Stage.INPUT,
+                f"{len(named)} documents are named {source_uri.removeprefix('upload:')!r}: "
+                "pass the doc_id of the one to replace",
+            )
+        if named:
+            return named[0].doc_id, named[0]
+        return make_doc_id(caller.tenant, f"{source_uri}\x00{digest}"), None
 
     def _ready(self) -> LocalStack:
         if self._stack is None:

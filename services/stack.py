@@ -6,6 +6,8 @@ wires the same plain classes across deployments instead.
 
 from __future__ import annotations
 
+import getpass
+import os
 from pathlib import Path
 from types import TracebackType
 
@@ -43,6 +45,15 @@ def chunk_schema(embedder: SentenceTransformerEmbedder, sparse: Bm25Encoder) -> 
         sparse_name=SPARSE_VECTOR,
         sparse_model=sparse.model_id,
     )
+
+
+def cli_actor() -> str:
+    """Who acts when the command line writes to the local index (for the audit log)."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry for the uid (containers)
+        user = str(os.getuid())
+    return f"cli:{user}"
 
 
 class LocalStack:
@@ -118,7 +129,9 @@ class LocalStack:
         acl: list[str] | None = None,
         password: str | None = None,
     ) -> IngestRequest:
-        return IngestRequest(path=path, tenant=tenant, acl=list(acl or []), password=password)
+        return IngestRequest(
+            path=path, tenant=tenant, acl=list(acl or []), password=password, actor=cli_actor()
+        )
 
     @staticmethod
     def doc_id_for(tenant: str, path: Path) -> str:
