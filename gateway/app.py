@@ -384,6 +384,7 @@ def create_app(
 
         With ``stream: true``, server-sent events: ``token`` ``{"text"}`` as it is written,
         then ``answer`` (this response, the authority) or ``error`` (the error body)."""
+        caller.require("read")  # here, not only in the service: a stream has sent 200 by then
         check_query(body.query)
         if body.stream:
             return await answers.stream(caller, body, request.state.trace_id)
@@ -403,6 +404,7 @@ def create_app(
         user message is answered as by ``/v1/answer``; the citations are in ``pagesight``.
         With ``stream: true``, ``chat.completion.chunk`` events, the last one carrying
         ``pagesight``, then ``data: [DONE]``."""
+        caller.require("read")
         question = body.to_answer_request()
         check_query(question.query)
         return await chat.create(caller, body, question, request.state.trace_id)

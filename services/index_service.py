@@ -19,6 +19,7 @@ are synchronous and thread-safe; :meth:`warm_up` opens everything (cheap ``__ini
 from __future__ import annotations
 
 import collections
+import functools
 import hashlib
 import itertools
 import logging
@@ -30,7 +31,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -130,12 +131,15 @@ def _access(caller: Caller) -> AccessFilter:
     return AccessFilter(tenant=caller.tenant, principals=caller.principals)
 
 
-def _sees_job(caller: Caller, job: IngestJob) -> bool:
-    """A job is the submitting key's, and visible by its ACL like the document it makes."""
-    return job.tenant == caller.tenant and (
-        job.submitted_by == caller.key_id
-        or _access(caller).admits(job.tenant, job.acl, job.valid_until)
-    )
+def _sees_job(caller: Caller, job: IngestJob, hidden: Callable[[str], bool]) -> bool:
+    """A job is the submitting key's, and visible by its ACL like the document it makes; not
+    once that document reads as missing to the caller (a later version's ACL, or expired):
+    a job of it would show a document that every other route denies."""
+    if job.tenant != caller.tenant:
+        return False
+    if job.submitted_by == caller.key_id:
+        return True
+    return _access(caller).admits(job.tenant, job.acl, job.valid_until) and not hidden(job.doc_id)
 
 
 def _same(document: Document, version: str, acl: list[str], valid_until: datetime | None) -> bool:
@@ -185,9 +189,10 @@ class IndexService:
     def upload_dir(self) -> Path:
         return self.settings.data_dir / "uploads"
 
-    def warm_up(self) -> None:
+    def warm_up(self, worker: bool = True) -> None:
         """Open the index, catalog and trace store, load the query models, start the ingest
-        worker and re-queue the jobs a previous process left unfinished."""
+        worker and re-queue the jobs a previous process left unfinished (``worker=False``: a
+        command line that only reads or deletes leaves the queue alone)."""
         if self._stack is not None:
             return
         try:
@@ -227,6 +232,8 @@ class IndexService:
         except Exception as exc:
             self._warm_error = f"{type(exc).__name__}: {exc}"
             raise
+        if not worker:
+            return
         for job in self._stack.catalog.unfinished_jobs():
             self._enqueue(job.job_id)
         self._worker = threading.Thread(target=self._work, name="ingest-worker", daemon=True)
@@ -437,7 +444,10 @@ class IndexService:
         if outcome == "unchanged":
             job = self._ready().ingestor.unchanged(request, digest)
             return Submitted(job=job.status(), outcome=outcome)
-        path = self._upload_dir(caller.tenant, target) / f"{digest[:32]}{Path(name).suffix.lower()}"
+        # one file per upload: two queued uploads of the same bytes must not share (and delete)
+        # one stored copy
+        stored = f"{digest[:32]}-{uuid.uuid4().hex[:12]}{Path(name).suffix.lower()}"
+        path = self._upload_dir(caller.tenant, target) / stored
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
         request.path = path
@@ -470,7 +480,9 @@ class IndexService:
     def job(self, caller: Caller, job_id: str) -> JobStatus | None:
         caller.require("read")
         job = self._catalog().job(job_id)
-        return job.status() if job is not None and _sees_job(caller, job) else None
+        if job is None or not _sees_job(caller, job, self._hidden_documents(caller)):
+            return None
+        return job.status()
 
     def jobs(
         self, caller: Caller, limit: int = 100, state: JobState | None = None
@@ -480,9 +492,10 @@ class IndexService:
         catalog, offset, page = self._catalog(), 0, max(limit, 200)
         found: list[JobStatus] = []
         states = [state] if state is not None else None
+        hidden = self._hidden_documents(caller)
         while len(found) < limit:
             batch = catalog.jobs(tenant=caller.tenant, states=states, limit=page, offset=offset)
-            found += [j.status() for j in batch if _sees_job(caller, j)]
+            found += [j.status() for j in batch if _sees_job(caller, j, hidden)]
             if len(batch) < page:
                 break
             offset += page
@@ -533,14 +546,18 @@ class IndexService:
         self, caller: Caller, doc_id: str | None = None, limit: int = 100
     ) -> list[AuditEntry]:
         """The tenant's deletes and replacements, newest first: those of documents whose ACL
-        (at the time) admits the caller."""
+        (at the time) admits the caller, except a document that still exists and now reads as
+        missing to it (a later ACL, or expired)."""
         caller.require("read")
         access, catalog, page = _access(caller), self._catalog(), max(limit, 200)
+        hidden = self._hidden_documents(caller)
         found: list[AuditEntry] = []
         before: int | None = None
         while len(found) < limit:
             batch = catalog.audit_entries(caller.tenant, doc_id, limit=page, before=before)
-            found += [e for e in batch if access.admits(e.tenant, e.acl, None)]
+            found += [
+                e for e in batch if access.admits(e.tenant, e.acl, None) and not hidden(e.doc_id)
+            ]
             if len(batch) < page:
                 break
             before = batch[-1].seq
@@ -649,6 +666,18 @@ class IndexService:
         """The catalog's document, if the caller may see it (else as if it did not exist)."""
         doc = self._catalog().document(caller.tenant, doc_id)
         return doc if doc is not None and _access(caller).admits_document(doc) else None
+
+    def _hidden_documents(self, caller: Caller) -> Callable[[str], bool]:
+        """``hidden(doc_id)``: the tenant's document exists and the caller may not see it
+        (remembered per id, for one listing)."""
+        access, catalog = _access(caller), self._catalog()
+
+        @functools.cache
+        def hidden(doc_id: str) -> bool:
+            doc = catalog.document(caller.tenant, doc_id)
+            return doc is not None and not access.admits_document(doc)
+
+        return hidden
 
     def _claim(self, caller: Caller, doc_id: str) -> Document | None:
         """The document ``doc_id`` a write would replace (None: it would be created). A

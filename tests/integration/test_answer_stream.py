@@ -100,7 +100,7 @@ def service(
 def doc_id(service: IndexService, tmp_path_factory: pytest.TempPathFactory) -> str:
     pdf = samples.text_pdf(tmp_path_factory.mktemp("docs") / "annual.pdf")
     caller = Caller(key_id="key-a", tenant="tenant-a")
-    job = service.submit_upload(caller, pdf.name, pdf.read_bytes())
+    job = service.submit_upload(caller, pdf.name, pdf.read_bytes()).job
     assert service.wait_idle(120)
     done = service.job(caller, job.job_id)
     assert done is not None and done.state == JobState.READY, done

@@ -7,6 +7,7 @@ tenant with different principals and scopes, and a key of another tenant, call i
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -393,3 +394,16 @@ def test_jobs_and_errors_show_the_callers_file_name_only(
     assert not re.search(r"[0-9a-f]{32}", job["error_message"])  # the stored copy's name
     listed = http.get("/v1/jobs", headers={"Authorization": f"Bearer {KEY_FIN}"}).json()
     assert all("path" not in j for j in listed["jobs"])
+
+
+def test_queued_uploads_of_the_same_bytes_do_not_share_a_stored_copy(
+    http: TestClient, service: IndexService, tmp_path: Path
+) -> None:
+    """x, y, x to one doc_id (a client retrying x): each job has its own file, the last wins."""
+    fin = _client(http, KEY_FIN)
+    x = samples.text_pdf(tmp_path / "x.pdf").read_bytes()
+    y = samples.table_pdf(tmp_path / "y.pdf").read_bytes()
+    accepted = [fin.upload("r.pdf", data=data, doc_id="retried-doc") for data in (x, y, x)]
+    assert service.wait_idle(120)
+    assert [fin.job(a.job_id).state for a in accepted] == [JobState.READY] * 3
+    assert fin.document("retried-doc").document.version == hashlib.sha256(x).hexdigest()
