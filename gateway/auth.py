@@ -42,11 +42,14 @@ _RECORDS = TypeAdapter(list[ApiKeyRecord])
 
 @dataclass(frozen=True)
 class Caller:
-    """An authenticated client: the key's id, its tenant, ACL principals and scopes."""
+    """An authenticated client: the key's id, its tenant, ACL principals and scopes.
+
+    ``principals=None`` reads every document of the tenant: only the local command line acts
+    so (the machine's administrator); an API key always has a list, possibly empty."""
 
     key_id: str
     tenant: str
-    principals: list[str] = field(default_factory=list)
+    principals: list[str] | None = field(default_factory=list)
     max_concurrency: int | None = None
     scopes: frozenset[str] = frozenset({"read", "write"})
 

@@ -1,15 +1,26 @@
 """The ``pagesight`` command line.
 
-Each command is thin: it builds settings, calls the stage it names, and prints. Parsing always
-runs through :func:`ingestion.isolation.parse_isolated`, so a hostile file fails alone, with its
-stage error code, while the rest of a batch carries on.
+Commands are thin: they build settings, call one service, and print. Commands that read or
+write the index go through :class:`services.cli_session.CliSession`, the same
+:class:`gateway.backend.IndexBackend` calls in both modes: the local index (default) or a
+running gateway (``--server URL --api-key KEY``). Parsing always runs through
+:func:`ingestion.isolation.parse_isolated`, so a hostile file fails alone, with its stage error
+code, while the rest of a batch carries on.
+
+Output contract (README, "Command line"): results on stdout, as text or, with ``--json``, as
+one JSON document of a documented shape; progress and errors on stderr. Every failure is one
+line ``stage/CODE: message`` (never a traceback), printed in one place (:class:`CliGroup`).
+Exit codes: 0 done; 1 failed (an error, or every file failed); 2 a usage error (unknown option,
+bad value); 3 partly failed (some files failed, the others are done).
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 import sys
-from collections import Counter
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -25,28 +36,139 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
+from typer.core import TyperGroup
 
-from core.errors import PageSightError
+from core.errors import ErrorCode, PageSightError, Stage
 from core.settings import Settings
-from core.types import (
-    AccessFilter,
-    IngestJob,
-    JobState,
-    JobStatus,
-    ParsedDocument,
-    RouteName,
-    SearchResult,
-)
+from core.types import IngestJob, JobState, JobStatus, ParsedDocument, RouteName
 
 if TYPE_CHECKING:
-    from gateway.client import PageSightClient
-    from gateway.protocol import SearchResponse
-    from ingestion.ingest import IngestProgress, IngestRequest
+    from gateway.protocol import SearchResponse, Submitted
+    from ingestion.ingest import IngestProgress
     from services.app import AppArgs
-    from services.stack import LocalStack
 
-app = typer.Typer(help="PageSight: visual-document retrieval.", no_args_is_help=True)
-console = Console(stderr=True)
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+#: kept for callers of the old name (progress bars draw on stderr)
+console = err
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line ``stage/CODE: message`` for any failure a command can meet."""
+    from pydantic import ValidationError
+
+    if isinstance(exc, PageSightError):
+        return f"{exc.stage.value}/{exc.code.value}: {exc.message}"
+    api_error = _api_error_type()
+    if api_error is not None and isinstance(exc, api_error):
+        trace = f" (trace {exc.trace_id})" if exc.trace_id else ""
+        return f"{exc.stage}/{exc.code}: {exc.message}{trace}"
+    if isinstance(exc, ValidationError):
+        parts = [
+            f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}" for e in exc.errors()[:3]
+        ]
+        return "input/INVALID_REQUEST: " + "; ".join(parts)
+    transport = _transport_error_type()
+    if transport is not None and isinstance(exc, transport):
+        request = getattr(exc, "_request", None)
+        where = f" {request.url.scheme}://{request.url.netloc.decode()}" if request else ""
+        return f"gateway/UNAVAILABLE: cannot reach the server{where}: {exc}"
+    if isinstance(exc, FileNotFoundError):
+        return f"input/NOT_FOUND: no such file: {exc.filename}"
+    if isinstance(exc, OSError):
+        return f"input/INTERNAL: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": ")
+    return f"internal/INTERNAL: {type(exc).__name__}: {exc}"
+
+
+def _api_error_type() -> type[Any] | None:
+    if "gateway.client" not in sys.modules:  # never imported: no ApiError can exist
+        return None
+    from gateway.client import ApiError
+
+    return ApiError
+
+
+def _transport_error_type() -> type[Any] | None:
+    if "httpx" not in sys.modules:
+        return None
+    import httpx
+
+    return httpx.TransportError
+
+
+class CliGroup(TyperGroup):
+    """Every command's failures, in one place: one line on stderr and exit code 1 (usage
+    errors stay Click's: exit code 2). ``PAGESIGHT_DEBUG=1`` re-raises with the traceback."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except Exception as exc:
+            if _is_cli_control(exc) or os.environ.get("PAGESIGHT_DEBUG"):
+                raise
+            err.print(describe_error(exc), style="red", markup=False)
+            raise typer.Exit(EXIT_FAILED) from None
+
+
+def _is_cli_control(exc: Exception) -> bool:
+    """Typer's own exits, aborts and usage errors (its vendored Click's ``ClickException``,
+    which typer does not export by name) pass through to typer."""
+    return isinstance(exc, typer.Exit | typer.Abort) or any(
+        cls.__name__ == "ClickException" for cls in type(exc).__mro__
+    )
+
+
+app = typer.Typer(
+    cls=CliGroup,
+    help="PageSight: visual-document retrieval.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+
+class _OneLineFormatter(logging.Formatter):
+    """Library warnings as ``warning: message``: the traceback a logger attaches (``exc_info``)
+    is dropped unless ``PAGESIGHT_DEBUG`` is set, as for the command's own errors."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = f"{record.levelname.lower()}: {record.getMessage()}"
+        if record.exc_info and os.environ.get("PAGESIGHT_DEBUG"):
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+class _CliLogHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is at the time (a test runner swaps it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setFormatter(_OneLineFormatter())
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
+@app.callback()
+def _main() -> None:
+    """PageSight: visual-document retrieval."""
+    root = logging.getLogger()
+    if not any(isinstance(h, _CliLogHandler) for h in root.handlers):
+        root.addHandler(_CliLogHandler())
+        root.setLevel(logging.INFO if os.environ.get("PAGESIGHT_DEBUG") else logging.WARNING)
+
+
+def _emit_json(data: Any) -> None:
+    """One JSON document on stdout (``--json``)."""
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=1, default=str) + "\n")
+
+
+def _exit_for(failed: int, total: int) -> None:
+    """Exit 1 when every item failed, 3 when some did."""
+    if failed:
+        raise typer.Exit(code=EXIT_FAILED if failed == total else EXIT_PARTIAL)
 
 
 def _progress() -> Progress:
@@ -55,10 +177,64 @@ def _progress() -> Progress:
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=console,
+        console=err,
         transient=True,
-        disable=not console.is_terminal,
+        disable=not err.is_terminal,
     )
+
+
+# -- options shared by commands ------------------------------------------------------------
+
+Tenant = Annotated[
+    str | None,
+    typer.Option(help="tenant that owns the documents (local mode; default: 'default')"),
+]
+Principal = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--principal", help="act with these ACL principals (repeatable); none = every document"
+    ),
+]
+Server = Annotated[
+    str | None,
+    typer.Option(
+        "--server",
+        envvar="PAGESIGHT_SERVER_URL",
+        help="a running gateway (e.g. http://127.0.0.1:8000): talk to it instead of the local "
+        "index (needed while `pagesight serve` owns the index)",
+    ),
+]
+ApiKey = Annotated[
+    str | None, typer.Option("--api-key", envvar="PAGESIGHT_API_KEY", help="key for --server")
+]
+Acl = Annotated[
+    list[str] | None, typer.Option("--acl", help="principal allowed to read (repeatable)")
+]
+Json = Annotated[bool, typer.Option("--json", help="print the result as JSON (see README)")]
+Password = Annotated[str | None, typer.Option(help="password for encrypted PDFs (never stored)")]
+
+
+def _session(
+    server: str | None,
+    api_key: str | None,
+    tenant: str | None = None,
+    principals: list[str] | None = None,
+    *,
+    ingest: bool = False,
+) -> Any:
+    from services.cli_session import open_session
+
+    return open_session(
+        Settings(),
+        server=server,
+        api_key=api_key,
+        tenant=tenant,
+        principals=principals,
+        ingest=ingest,
+    )
+
+
+# -- parse ----------------------------------------------------------------------------------
 
 
 def _parse_files(
@@ -113,25 +289,23 @@ def _print_parsed(parsed: ParsedDocument, out: Console, max_chars: int = 160) ->
 @app.command()
 def parse(
     files: Annotated[list[Path], typer.Argument(help="PDF, image, DOCX, HTML or Markdown files")],
-    password: Annotated[str | None, typer.Option(help="password for encrypted PDFs")] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="dump elements and chunks as JSON")
-    ] = False,
+    password: Password = None,
+    as_json: Json = False,
 ) -> None:
-    """Parse files into typed page elements (and chunks), printed per page or as JSON."""
+    """Parse files into typed page elements (and chunks), printed per page or as JSON.
+
+    --json: a list with, per file, {file, document, pages, elements, warnings, chunks} or
+    {file, error: {code, stage, message}}."""
     from ingestion.chunk import Chunker
 
     settings = Settings()
     results = _parse_files(files, settings, password)
     failed = 0
-    out = Console(highlight=False, soft_wrap=True)
     dumped: list[dict[str, Any]] = []
     for path, result in results:
         if isinstance(result, PageSightError):
             failed += 1
-            console.print(
-                f"[red]{path}: {result.stage.value}/{result.code.value}: {result.message}"
-            )
+            err.print(f"{path}: {describe_error(result)}", style="red", markup=False)
             dumped.append({"file": str(path), "error": result.to_dict()})
             continue
         if as_json:
@@ -146,120 +320,137 @@ def parse(
         else:
             _print_parsed(result, out)
     if as_json:
-        json.dump(dumped, sys.stdout, ensure_ascii=False, indent=1)
-        sys.stdout.write("\n")
-    if failed:
-        raise typer.Exit(code=1 if failed == len(results) else 2)
+        _emit_json(dumped)
+    _exit_for(failed, len(results))
 
 
-def _expand(paths: list[Path]) -> list[Path]:
+# -- ingest, sync, jobs, delete -------------------------------------------------------------
+
+
+def _expand(paths: Sequence[Path]) -> list[Path]:
+    """Files named, and the files under folders named (hidden ones skipped); a path that does
+    not exist is NOT_FOUND."""
     files: list[Path] = []
     for path in paths:
         if path.is_dir():
             files.extend(
                 sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
             )
-        else:
+        elif path.is_file():
             files.append(path)
+        else:
+            raise PageSightError(ErrorCode.NOT_FOUND, Stage.INPUT, f"no such file: {path}")
+    if not files:
+        named = ", ".join(str(p) for p in paths)
+        raise PageSightError(ErrorCode.NOT_FOUND, Stage.INPUT, f"no files found in {named}")
     return files
 
 
-def _stack(settings: Settings) -> LocalStack:
-    from services.stack import LocalStack
-
-    try:
-        return LocalStack(settings)
-    except PageSightError as exc:
-        console.print(f"[red]{exc.stage.value}/{exc.code.value}: {exc.message}")
-        raise typer.Exit(code=1) from exc
+def _job_name(job: JobStatus) -> str:
+    """The caller's name for a job's file: the upload's name, else the URI's file name."""
+    if job.source_uri.startswith("upload:"):
+        return job.source_uri.removeprefix("upload:")
+    return Path(urlsplit(job.source_uri).path).name or job.source_uri
 
 
-def _run_ingest(stack: LocalStack, requests: list[IngestRequest]) -> list[IngestJob]:
-    with _progress() as bar:
-        overall = bar.add_task("files", total=len(requests))
-        current: dict[str, TaskID] = {}
-
-        def report(job: IngestJob, done: int, total: int) -> None:
-            if job.job_id not in current:
-                current[job.job_id] = bar.add_task(Path(job.path).name, total=total)
-            bar.update(current[job.job_id], completed=done, total=total)
-
-        jobs = []
-        for request in requests:
-            jobs.extend(stack.ingestor.ingest([request], progress=report))
-            bar.advance(overall)
-            for task in current.values():
-                bar.remove_task(task)
-            current.clear()
-    return jobs
+def _job_line(job: JobStatus) -> str:
+    """``STATE  name  doc_id  detail``: one line per job, columns aligned."""
+    if job.state == JobState.READY:
+        state = "unchanged" if job.unchanged else "READY"
+        detail = "" if job.unchanged else f"{job.pages} pages, {job.chunks} chunks"
+    elif job.state == JobState.FAILED:
+        state = "FAILED"
+        detail = f"{job.error_stage}/{job.error_code}: {job.error_message}"
+    else:
+        state, detail = job.state.value, "in progress"
+    return f"{state:<10} {_job_name(job):<32} {job.doc_id:<36}  {detail}".rstrip()
 
 
 def _print_jobs(jobs: Sequence[JobStatus]) -> None:
-    out = Console(highlight=False, soft_wrap=True)
     for job in jobs:
-        if job.state == JobState.READY:
-            status = "[green]unchanged[/green]" if job.unchanged else "[green]READY[/green]"
-            detail = f"{job.pages} pages, {job.chunks} chunks" if not job.unchanged else ""
-        else:
-            status = f"[red]{job.state.value}[/red]"
-            detail = f"{job.error_stage}/{job.error_code}: {job.error_message}"
-        name = (
-            job.source_uri.removeprefix("upload:")
-            if job.source_uri.startswith("upload:")
-            else Path(urlsplit(job.source_uri).path).name or job.source_uri
-        )
-        out.print(f"{status:<22} {name}  doc_id={job.doc_id}  {detail}")
-
-
-Tenant = Annotated[str, typer.Option(help="tenant that owns the documents")]
-Server = Annotated[
-    str | None,
-    typer.Option(
-        "--server",
-        envvar="PAGESIGHT_SERVER_URL",
-        help="a running gateway (e.g. http://127.0.0.1:8000): talk to it instead of the local "
-        "index (needed while `pagesight serve` owns the index)",
-    ),
-]
-ApiKey = Annotated[
-    str | None, typer.Option("--api-key", envvar="PAGESIGHT_API_KEY", help="key for --server")
-]
-Acl = Annotated[
-    list[str] | None, typer.Option("--acl", help="principal allowed to read (repeatable)")
-]
+        out.print(_job_line(job), markup=False)
 
 
 @app.command()
 def ingest(
     paths: Annotated[list[Path], typer.Argument(help="files or folders")],
-    tenant: Tenant = "default",
+    tenant: Tenant = None,
     acl: Acl = None,
-    password: Annotated[str | None, typer.Option(help="password for encrypted PDFs")] = None,
+    password: Password = None,
+    replace: Annotated[
+        bool,
+        typer.Option("--replace", help="--server: replace the one document of each file's name"),
+    ] = False,
+    timeout_s: Annotated[
+        float, typer.Option("--timeout-s", help="how long to wait for each file", min=1)
+    ] = 3600.0,
+    as_json: Json = False,
     server: Server = None,
     api_key: ApiKey = None,
 ) -> None:
-    """Parse, chunk, embed and index files (re-running unchanged files does nothing)."""
-    if server:
-        _remote_ingest(server, api_key, _expand(paths), acl or [])
-        return
-    settings = Settings()
-    with _stack(settings) as stack:
-        resumed = stack.ingestor.resume()
-        if resumed:
-            console.print(f"resumed {len(resumed)} unfinished job(s) from an earlier run")
-            _print_jobs(resumed)
-        requests = [stack.request(p, tenant, acl, password) for p in _expand(paths)]
-        jobs = _run_ingest(stack, requests)
-    _print_jobs(jobs)
-    failed = sum(j.state == JobState.FAILED for j in jobs)
-    if failed:
-        raise typer.Exit(code=1 if failed == len(jobs) else 2)
+    """Parse, chunk, embed and index files (re-running unchanged files does nothing).
+
+    One line per file as it finishes (stdout; with --json on stderr, then {"jobs": [...],
+    "refused": [{file, error}]} on stdout: refused are files the gateway turned away before
+    they became a job, e.g. empty or too large). Exit 1 when every file failed, 3 when some
+    did."""
+    files = _expand(paths)
+    jobs: list[JobStatus] = []
+    refused: list[dict[str, Any]] = []
+    with _session(server, api_key, tenant, ingest=True) as session:
+        queued: list[tuple[Path, Submitted | str]] = []
+        for path in files:  # queue everything first: the server works while we wait
+            try:
+                submitted = session.submit_file(
+                    path, acl=list(acl or []), password=password, replace=replace
+                )
+            except Exception as exc:
+                if not _fails_alone(exc):
+                    raise
+                queued.append((path, describe_error(exc)))
+                refused.append({"file": str(path), "error": _error_dict(exc)})
+                continue
+            queued.append((path, submitted))
+        for number, (path, submitted) in enumerate(queued, 1):
+            if isinstance(submitted, str):
+                line = f"{'FAILED':<10} {path.name:<32} {'-':<36}  {submitted}"
+            else:
+                job = submitted.job
+                if not job.state.terminal:
+                    job = session.wait(job.job_id, timeout_s)
+                jobs.append(job)
+                line = _job_line(job)
+            (err if as_json else out).print(f"[{number}/{len(queued)}] {line}", markup=False)
+    if as_json:
+        _emit_json({"jobs": [j.model_dump(mode="json") for j in jobs], "refused": refused})
+    failed = sum(j.state == JobState.FAILED for j in jobs) + len(refused)
+    _exit_for(failed, len(queued))
+
+
+#: Codes that concern one file: the batch goes on without it.
+_FILE_ERRORS = {"CORRUPT", "TOO_LARGE", "UNSUPPORTED_FORMAT", "NOT_FOUND", "ENCRYPTED", "CONFLICT"}
+
+
+def _fails_alone(exc: Exception) -> bool:
+    """A refusal of one file (its bytes, its size, its id), not of the whole command."""
+    code = _error_dict(exc).get("code")
+    return code in _FILE_ERRORS
+
+
+def _error_dict(exc: Exception) -> dict[str, str]:
+    """{code, stage, message} of a PageSightError or an ApiError (empty for anything else)."""
+    if isinstance(exc, PageSightError):
+        return exc.to_dict()
+    api_error = _api_error_type()
+    if api_error is not None and isinstance(exc, api_error):
+        return {"code": exc.code, "stage": exc.stage, "message": exc.message}
+    return {}
 
 
 @app.command()
 def sync(
     folder: Annotated[Path, typer.Argument(help="folder whose files the tenant should have")],
-    tenant: Tenant = "default",
+    tenant: Annotated[str, typer.Option(help="tenant that owns the documents")] = "default",
     acl: Acl = None,
     allow_empty: Annotated[
         bool,
@@ -268,34 +459,30 @@ def sync(
             help="let a FOLDER with no files delete every document that came from it",
         ),
     ] = False,
+    as_json: Json = False,
 ) -> None:
     """Ingest new or changed files under FOLDER and delete the tenant's documents that came from
-    FOLDER but are no longer in it (uploads and other folders' documents are kept).
+    FOLDER but are no longer in it (uploads and other folders' documents are kept). Local index
+    only (the sync writes to it directly).
 
     A FOLDER that cannot be listed, or an empty one while documents from it are indexed
-    (without --allow-empty), deletes nothing and exits with code 1.
-    """
+    (without --allow-empty), deletes nothing and exits with code 1; a failed file exits 1 or 3.
+    --json: {"jobs": [...], "deleted": [doc_id, ...]}."""
+    from services.stack import LocalStack
+
     settings = Settings()
-    with _stack(settings) as stack, _progress() as bar:
-        try:
-            report = stack.ingestor.sync(
-                folder, tenant, acl, progress=_file_bars(bar), allow_empty=allow_empty
-            )
-        except PageSightError as exc:
-            # markup=False: a path in the message may contain [brackets].
-            console.print(
-                f"{exc.stage.value}/{exc.code.value}: {exc.message}",
-                style="red",
-                markup=False,
-                soft_wrap=True,
-            )
-            raise typer.Exit(code=1) from exc
-    _print_jobs(report.ingested)
-    out = Console(highlight=False, soft_wrap=True)
-    for doc_id in report.deleted:
-        out.print(f"deleted {doc_id} (no longer in {folder})", markup=False)
-    if any(j.state == JobState.FAILED for j in report.ingested):
-        raise typer.Exit(code=1)
+    with LocalStack(settings) as stack, _progress() as bar:
+        report = stack.ingestor.sync(
+            folder, tenant, acl, progress=_file_bars(bar), allow_empty=allow_empty
+        )
+    jobs = [j.status() for j in report.ingested]
+    if as_json:
+        _emit_json({"jobs": [j.model_dump(mode="json") for j in jobs], "deleted": report.deleted})
+    else:
+        _print_jobs(jobs)
+        for doc_id in report.deleted:
+            out.print(f"deleted {doc_id} (no longer in {folder})", markup=False)
+    _exit_for(sum(j.state == JobState.FAILED for j in jobs), len(jobs))
 
 
 def _file_bars(bar: Progress) -> IngestProgress:
@@ -307,7 +494,7 @@ def _file_bars(bar: Progress) -> IngestProgress:
             for task in current.values():
                 bar.remove_task(task)
             current.clear()
-            current[job.job_id] = bar.add_task(Path(job.path).name, total=total)
+            current[job.job_id] = bar.add_task(_job_name(job), total=total)
         bar.update(current[job.job_id], completed=done, total=total)
 
     return report
@@ -315,138 +502,80 @@ def _file_bars(bar: Progress) -> IngestProgress:
 
 @app.command()
 def jobs(
-    tenant: Annotated[str | None, typer.Option(help="only this tenant")] = None,
+    tenant: Tenant = None,
     state: Annotated[JobState | None, typer.Option(help="only this state")] = None,
-    limit: Annotated[int, typer.Option(help="newest N jobs")] = 50,
+    limit: Annotated[int, typer.Option(help="newest N jobs", min=1, max=1000)] = 50,
+    as_json: Json = False,
     server: Server = None,
     api_key: ApiKey = None,
 ) -> None:
-    """List ingest jobs, newest first."""
-    from ingestion.catalog import Catalog
+    """List ingest jobs, newest first (the state filter applies before the limit).
 
-    if server:
-        with _remote(server, api_key) as client:
-            _print_jobs(client.jobs(limit, state))
-        return
-    settings = Settings()
-    catalog = Catalog(settings.data_dir / "catalog.sqlite3")
-    try:
-        _print_jobs(catalog.jobs(tenant, [state] if state else None, limit))
-    finally:
-        catalog.close()
+    --json: {"jobs": [{job_id, tenant, source_uri, doc_id, version, acl, state, error_code,
+    error_stage, error_message, pages, chunks, unchanged, created_at, updated_at, ...}]}."""
+    with _session(server, api_key, tenant) as session:
+        found = session.backend.jobs(session.caller, limit, state)
+    if as_json:
+        _emit_json({"jobs": [j.model_dump(mode="json") for j in found]})
+    elif not found:
+        err.print("no jobs")
+    else:
+        _print_jobs(found)
 
 
 @app.command()
 def delete(
     doc_id: Annotated[str, typer.Argument(help="document id (see `pagesight search` or jobs)")],
-    tenant: Tenant = "default",
+    tenant: Tenant = None,
+    as_json: Json = False,
     server: Server = None,
     api_key: ApiKey = None,
 ) -> None:
-    """Delete a document: its points, catalog rows and page images."""
-    if server:
-        with _remote(server, api_key) as client:
-            client.delete(doc_id)
-        console.print(f"deleted {doc_id}")
-        return
-    settings = Settings()
-    with _stack(settings) as stack:
-        from services.stack import cli_actor
+    """Delete a document everywhere: points, catalog rows, page images, its jobs and traces
+    (recorded in the audit log). --json: {"doc_id": ..., "deleted": true}."""
+    with _session(server, api_key, tenant) as session:
+        deleted = session.backend.delete(session.caller, doc_id)
+    if not deleted:
+        where = f" of tenant {tenant or 'default'}" if not server else ""
+        raise PageSightError(ErrorCode.NOT_FOUND, Stage.INPUT, f"no document {doc_id}{where}")
+    if as_json:
+        _emit_json({"doc_id": doc_id, "deleted": True})
+    else:
+        out.print(f"deleted {doc_id}", markup=False)
 
-        found = stack.ingestor.delete(tenant, doc_id, actor=cli_actor(), via="cli")
-    if not found:
-        console.print(f"[red]input/NOT_FOUND: no document {doc_id} for tenant {tenant}")
-        raise typer.Exit(code=1)
-    console.print(f"deleted {doc_id}")
+
+# -- search ---------------------------------------------------------------------------------
 
 
 @app.command()
 def search(
     query: Annotated[str, typer.Argument(help="the question or keywords")],
-    top_k: Annotated[int, typer.Option(help="pages to return")] = 10,
+    top_k: Annotated[int, typer.Option(help="pages to return", min=1, max=100)] = 10,
     route: Annotated[RouteName, typer.Option(help="retrieval route")] = RouteName.AUTO,
-    tenant: Tenant = "default",
-    principal: Annotated[
-        list[str] | None, typer.Option(help="caller's principal (repeatable); none = no ACL")
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="hits and trace as JSON")] = False,
+    tenant: Tenant = None,
+    principal: Principal = None,
+    as_json: Json = False,
     server: Server = None,
     api_key: ApiKey = None,
 ) -> None:
-    """Search the index and print ranked pages with doc, page and snippet."""
-    if server:
-        with _remote(server, api_key) as client:
-            response = client.search(query, route=route, top_k=top_k)
-        if as_json:
-            sys.stdout.write(response.model_dump_json(indent=1) + "\n")
-        else:
-            _print_remote_hits(response)
-        return
-    settings = Settings()
-    access = AccessFilter(tenant=tenant, principals=principal)
-    with _stack(settings) as stack:
-        result = stack.search(query, access, route, top_k)
+    """Search the index and print ranked pages with doc, page and snippet.
+
+    --json: the API's search response {trace_id, route, hits: [{doc_id, page_number, rank,
+    score, route_scores, snippet, title, source_uri, kinds, chunk_ids, element_ids, evidence,
+    page_image_url}], elapsed_ms}."""
+    from gateway.protocol import SearchRequest
+    from gateway.tracing import new_trace_id
+
+    request = SearchRequest(query=query, route=route, top_k=top_k)
+    with _session(server, api_key, tenant, principal) as session:
+        response = session.backend.search(session.caller, request, new_trace_id())
     if as_json:
-        sys.stdout.write(result.model_dump_json(indent=1) + "\n")
-        return
-    _print_hits(result)
+        sys.stdout.write(response.model_dump_json(indent=1) + "\n")
+    else:
+        _print_hits(response)
 
 
-def _print_hits(result: SearchResult) -> None:
-    out = Console(highlight=False, soft_wrap=True)
-    trace = result.trace
-    routes = ", ".join(
-        f"{t.route}" + (f" (skipped: {t.skipped})" if t.skipped else f" {len(t.candidates)}")
-        for t in trace.routes
-    )
-    took = f"{trace.elapsed_ms:.0f} ms"
-    out.print(f"[dim]route {trace.route.value} — {routes} — {took} — trace {trace.trace_id}[/dim]")
-    if not result.hits:
-        out.print("no matching pages")
-    for hit in result.hits:
-        name = Path(hit.source_uri or hit.doc_id).name
-        kinds = ", ".join(hit.kinds)
-        out.print(
-            f"[bold]{hit.rank:>2}. {name}  page {hit.page_number}[/bold]  "
-            f"score {hit.score:.4f}  {kinds}"
-        )
-        out.print(f"    {hit.snippet}")
-
-
-# -- remote mode (the gateway owns the index) ---------------------------------------------
-
-
-def _remote(server: str, api_key: str | None) -> PageSightClient:
-    from gateway.client import PageSightClient
-
-    if not api_key:
-        console.print("[red]auth/UNAUTHORIZED: --api-key (or PAGESIGHT_API_KEY) is required")
-        raise typer.Exit(code=1)
-    return PageSightClient(server, api_key=api_key)
-
-
-def _remote_ingest(server: str, api_key: str | None, files: list[Path], acl: list[str]) -> None:
-    from gateway.client import ApiError
-
-    failed = 0
-    with _remote(server, api_key) as client, _progress() as bar:
-        task = bar.add_task("files", total=len(files))
-        for path in files:
-            try:
-                job = client.wait_for_job(client.upload(path, acl=acl).job_id, timeout_s=3600)
-            except ApiError as exc:
-                console.print(f"[red]{path.name}: {exc.stage}/{exc.code}: {exc.message}")
-                failed += 1
-            else:
-                _print_jobs([job])
-                failed += job.state == JobState.FAILED
-            bar.advance(task)
-    if failed:
-        raise typer.Exit(code=1 if failed == len(files) else 2)
-
-
-def _print_remote_hits(response: SearchResponse) -> None:
-    out = Console(highlight=False, soft_wrap=True)
+def _print_hits(response: SearchResponse) -> None:
     out.print(
         f"[dim]route {response.route.value} — {response.elapsed_ms:.0f} ms — "
         f"trace {response.trace_id}[/dim]"
@@ -454,18 +583,25 @@ def _print_remote_hits(response: SearchResponse) -> None:
     if not response.hits:
         out.print("no matching pages")
     for hit in response.hits:
-        name = Path(hit.source_uri or hit.doc_id).name
+        name = Path(urlsplit(hit.source_uri or "").path).name or hit.doc_id
+        name = name.removeprefix("upload:")
+        kinds = ", ".join(hit.kinds)
         out.print(
-            f"[bold]{hit.rank:>2}. {name}  page {hit.page_number}[/bold]  score {hit.score:.4f}"
+            f"[bold]{hit.rank:>2}. {name}  page {hit.page_number}[/bold]  "
+            f"score {hit.score:.4f}  {kinds}"
         )
-        out.print(f"    {hit.snippet}")
+        out.print(f"    {hit.snippet}", markup=False)
 
 
-# -- serving ------------------------------------------------------------------------------
+# -- keys -----------------------------------------------------------------------------------
 
 
 keys_app = typer.Typer(help="API keys of the gateway.", no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
+
+KeysFile = Annotated[
+    Path | None, typer.Option(help="JSON keys file; default: <data_dir>/api-keys.json")
+]
 
 
 def _default_keys_file(settings: Settings) -> Path:
@@ -483,12 +619,13 @@ def keys_new(
         list[str] | None,
         typer.Option(help="read and/or write (repeatable); default: both"),
     ] = None,
-    keys_file: Annotated[
-        Path | None, typer.Option(help="JSON keys file; default: <data_dir>/api-keys.json")
-    ] = None,
+    keys_file: KeysFile = None,
+    as_json: Json = False,
 ) -> None:
     """Create an API key: its hash goes into the keys file, the key is printed once. A running
-    gateway picks it up within PAGESIGHT_GATEWAY__KEYS_RELOAD_S seconds (default 2)."""
+    gateway picks it up within PAGESIGHT_GATEWAY__KEYS_RELOAD_S seconds (default 2).
+
+    --json: {key_id, tenant, principals, scopes, keys_file, key}."""
     import secrets
 
     from core.settings import ALL_SCOPES
@@ -497,19 +634,21 @@ def keys_new(
     scopes = scope or list(ALL_SCOPES)
     unknown = sorted(set(scopes) - set(ALL_SCOPES))
     if unknown:
-        console.print(f"[red]input/INVALID_REQUEST: unknown scope {unknown[0]!r} (read, write)")
-        raise typer.Exit(code=1)
+        raise PageSightError(
+            ErrorCode.INVALID_REQUEST, Stage.INPUT, f"unknown scope {unknown[0]!r} (read, write)"
+        )
     store = FileKeyStore(keys_file or _default_keys_file(Settings()))
     key_id = key_id or f"key-{secrets.token_hex(4)}"
     key, record = new_key(key_id, tenant, principal, [s for s in ALL_SCOPES if s in scopes])
-    try:
-        store.add(record)
-    except PageSightError as exc:
-        console.print(f"[red]{exc.stage.value}/{exc.code.value}: {exc.message}")
-        raise typer.Exit(code=1) from exc
-    console.print(
+    store.add(record)
+    if as_json:
+        shown = record.model_dump(mode="json", include={"key_id", "tenant", "principals", "scopes"})
+        _emit_json({**shown, "keys_file": str(store.path), "key": key})
+        return
+    err.print(
         f"added {key_id} (tenant {tenant}, {'+'.join(record.scopes)}) to {store.path}; "
-        "the key, shown only now:"
+        "the key, shown only now:",
+        markup=False,
     )
     sys.stdout.write(key + "\n")
 
@@ -517,36 +656,45 @@ def keys_new(
 @keys_app.command("revoke")
 def keys_revoke(
     key_id: Annotated[str, typer.Argument(help="the key's id (see `pagesight keys list`)")],
-    keys_file: Annotated[
-        Path | None, typer.Option(help="JSON keys file; default: <data_dir>/api-keys.json")
-    ] = None,
+    keys_file: KeysFile = None,
+    as_json: Json = False,
 ) -> None:
-    """Revoke a key: a running gateway refuses it within the keys reload interval."""
+    """Revoke a key: a running gateway refuses it within the keys reload interval.
+    --json: {"key_id": ..., "revoked": true}."""
     from gateway.auth import FileKeyStore
 
     store = FileKeyStore(keys_file or _default_keys_file(Settings()))
     if not store.revoke(key_id):
-        console.print(f"[red]auth/NOT_FOUND: no active key {key_id!r} in {store.path}")
-        raise typer.Exit(code=1)
-    console.print(f"revoked {key_id}")
+        raise PageSightError(
+            ErrorCode.NOT_FOUND, Stage.AUTH, f"no active key {key_id!r} in {store.path}"
+        )
+    if as_json:
+        _emit_json({"key_id": key_id, "revoked": True})
+    else:
+        out.print(f"revoked {key_id}", markup=False)
 
 
 @keys_app.command("list")
-def keys_list(
-    keys_file: Annotated[
-        Path | None, typer.Option(help="JSON keys file; default: <data_dir>/api-keys.json")
-    ] = None,
-) -> None:
-    """The keys in the keys file: id, tenant, principals, scopes, revoked (never the key)."""
+def keys_list(keys_file: KeysFile = None, as_json: Json = False) -> None:
+    """The keys in the keys file: id, tenant, principals, scopes, revoked (never the key).
+    --json: {"keys": [{key_id, tenant, principals, scopes, revoked_at}]}."""
     from gateway.auth import FileKeyStore
 
-    out = Console(highlight=False, soft_wrap=True)
-    for record in FileKeyStore(keys_file or _default_keys_file(Settings())).records():
+    records = FileKeyStore(keys_file or _default_keys_file(Settings())).records()
+    if as_json:
+        fields = {"key_id", "tenant", "principals", "scopes", "revoked_at"}
+        _emit_json({"keys": [r.model_dump(mode="json", include=fields) for r in records]})
+        return
+    for record in records:
         revoked = f"  revoked {record.revoked_at:%Y-%m-%d %H:%M}" if record.revoked_at else ""
         out.print(
             f"{record.key_id}  tenant={record.tenant}  scopes={'+'.join(record.scopes)}  "
-            f"principals={','.join(record.principals) or '-'}{revoked}"
+            f"principals={','.join(record.principals) or '-'}{revoked}",
+            markup=False,
         )
+
+
+# -- serve and demo -------------------------------------------------------------------------
 
 
 @app.command()
@@ -555,9 +703,12 @@ def serve(
         Path | None, typer.Option(help="a Serve config (services/serve/*.yaml): its app args")
     ] = None,
     host: Annotated[str | None, typer.Option(help="listen address")] = None,
-    port: Annotated[int | None, typer.Option(help="listen port")] = None,
+    port: Annotated[int | None, typer.Option(help="listen port", min=1, max=65535)] = None,
     no_ray: Annotated[
         bool, typer.Option("--no-ray", help="one process (uvicorn), no Ray: for development")
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help='status as JSON lines: {"event": "serving", "url"}')
     ] = False,
 ) -> None:
     """Run the gateway and the index service on this machine (embedded index by default)."""
@@ -565,23 +716,32 @@ def serve(
     keys = _default_keys_file(settings)
     if not settings.gateway.api_keys and settings.gateway.api_keys_file is None:
         if not keys.exists():
-            console.print(
-                "[red]no API keys: create one with `pagesight keys new --tenant <name>` "
-                f"(writes {keys}), or set PAGESIGHT_GATEWAY__API_KEYS_FILE"
+            raise PageSightError(
+                ErrorCode.UNAUTHORIZED,
+                Stage.AUTH,
+                f"no API keys: create one with `pagesight keys new --tenant <name>` (writes "
+                f"{keys}), or set PAGESIGHT_GATEWAY__API_KEYS_FILE",
             )
-            raise typer.Exit(code=1)
         settings.gateway.api_keys_file = keys
     host = host or settings.serve.host
     port = port or settings.serve.port
+    url = f"http://{host}:{port}"
+
+    def status(event: str, message: str) -> None:
+        if as_json:
+            sys.stdout.write(json.dumps({"event": event, "url": url}) + "\n")
+            sys.stdout.flush()
+        else:
+            err.print(message, markup=False)
+
     if no_ray:
+        status("starting", f"serving on {url} (uvicorn, no Ray) ...")
         _serve_in_process(settings, host, port)
         return
-    import time
-
     from services.app import run_local, shutdown_local
 
     args = _app_args(config, settings)
-    console.print(f"starting Ray Serve (about 30 s), then http://{host}:{port}/docs ...")
+    status("starting", f"starting Ray Serve (about 30 s), then {url}/docs ...")
     try:
         run_local(
             args,
@@ -591,11 +751,11 @@ def serve(
             object_store_mb=settings.serve.object_store_mb,
             timeout_s=settings.serve.start_timeout_s,
         )
-        console.print(f"[green]PageSight is serving on http://{host}:{port}[/green] (Ctrl-C stops)")
+        status("serving", f"PageSight is serving on {url} (Ctrl-C stops)")
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:
-        console.print("stopping ...")
+        status("stopping", "stopping ...")
     finally:
         shutdown_local()
 
@@ -648,39 +808,40 @@ def demo(
     docs: Annotated[
         Path | None, typer.Option(help="folder of documents; default: generated samples")
     ] = None,
+    as_json: Json = False,
 ) -> None:
-    """Ingest a folder (or a generated sample set), show what was found, and search it."""
+    """Ingest a folder (or a generated sample set), show what was found, and search it.
+    --json: {"jobs": [...], "searches": [{"query", "response"}]}."""
+    from gateway.protocol import SearchRequest
+    from gateway.tracing import new_trace_id
     from ingestion.samples import write_samples
 
     settings = Settings()
     if docs is None:
         files = write_samples(settings.data_dir / "samples")
-        console.print(f"Generated {len(files)} sample documents in {settings.data_dir / 'samples'}")
+        err.print(f"Generated {len(files)} sample documents in {settings.data_dir / 'samples'}")
     else:
         files = _expand([docs])
-    out = Console(highlight=False, soft_wrap=True)
-    with _stack(settings) as stack:
-        jobs = _run_ingest(stack, [stack.request(p) for p in files])
-        _print_jobs(jobs)
-        for job in jobs:
-            if job.state != JobState.READY:
-                continue
-            pages = stack.catalog.pages(job.tenant, job.doc_id)
-            kinds = Counter(
-                kind
-                for point in stack.store.points_of_document(job.tenant, job.doc_id)
-                for kind in point.payload.get("kinds", [])
-            )
-            out.print(
-                f"  {Path(job.path).name}: {len(pages)} pages "
-                f"({sum(not p.has_text_layer for p in pages)} OCR), chunks by kind: {dict(kinds)}"
-            )
-        queries = DEMO_QUERIES if docs is None else ()
-        for query in queries:
-            out.print(f"\n[bold]search:[/bold] {query}")
-            _print_hits(stack.search(query, AccessFilter(tenant="default"), top_k=3))
-    if docs is not None:
+    found: list[JobStatus] = []
+    searches: list[dict[str, Any]] = []
+    with _session(None, None, ingest=True) as session:
+        for path in files:
+            submitted = session.submit_file(path, acl=[], password=None)
+            job = submitted.job
+            found.append(job if job.state.terminal else session.wait(job.job_id, 3600))
+            (err if as_json else out).print(_job_line(found[-1]), markup=False)
+        for query in DEMO_QUERIES if docs is None else ():
+            request = SearchRequest(query=query, top_k=3)
+            response = session.backend.search(session.caller, request, new_trace_id())
+            searches.append({"query": query, "response": response.model_dump(mode="json")})
+            if not as_json:
+                out.print(f"\n[bold]search:[/bold] {query}")
+                _print_hits(response)
+    if as_json:
+        _emit_json({"jobs": [j.model_dump(mode="json") for j in found], "searches": searches})
+    elif docs is not None:
         out.print('\nTry: .venv/bin/pagesight search "your question"')
+    _exit_for(sum(j.state == JobState.FAILED for j in found), len(found))
 
 
 def main() -> None:  # pragma: no cover - console script entry
