@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -45,9 +47,46 @@ def hub_offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
 
 
+def cuda_surely_absent() -> bool:
+    """Whether torch cannot see a CUDA device, decided without importing torch (~6 s cold).
+
+    True on macOS, with a CPU-only torch build (``+cpu``) or no torch at all, and on Linux when
+    no GPU device node exists (``/dev/nvidiactl``, ``/dev/nvidia0``…, ``/dev/dxg`` for WSL,
+    ``/dev/kfd`` for ROCm, whose torch also answers to ``cuda``). False means "ask torch".
+    """
+    if sys.platform == "darwin":
+        return True
+    try:
+        version = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return True
+    if version.endswith("+cpu"):
+        return True
+    if not sys.platform.startswith("linux"):
+        return False
+    dev = Path("/dev")
+    nodes = ("nvidiactl", "nvidia0", "dxg", "kfd")
+    return not any((dev / node).exists() for node in nodes) and not any(dev.glob("nvidia[0-9]*"))
+
+
+def cached_snapshot_dir(repo_id: str) -> Path | None:
+    """The Hugging Face cache's snapshot directory that an offline load of ``repo_id`` reads
+    (the ``main`` ref), or None when it is not cached or ``repo_id`` is not a hub id."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(repo_id, "config.json")
+    except Exception:  # an invalid repo id, an unreadable cache: no fast path, nothing else
+        return None
+    return Path(found).parent if isinstance(found, str) else None
+
+
 def resolve_device(requested: str, what: str, stage: Stage) -> str:
     """``"auto"`` -> ``"cuda"`` when torch sees one, else ``"cpu"``; an explicit ``"cuda"``
-    without a visible device is an EMBED_FAILED error naming ``what`` (e.g. "reranker")."""
+    without a visible device is an EMBED_FAILED error naming ``what`` (e.g. "reranker").
+    ``"auto"`` and ``"cpu"`` import torch only when :func:`cuda_surely_absent` cannot tell."""
+    if requested == "cpu" or (requested == "auto" and cuda_surely_absent()):
+        return "cpu"
     import torch
 
     if requested == "auto":

@@ -21,11 +21,23 @@ CPU-heavy work (OCR workers, the API server).
 Measured with the packaged MiniLM on a 2-core CPU (batch 32, its max_seq_length 256), 200
 passages of 100 words: ~35 passages/s for report prose (~123 word pieces each) and ~43/s for
 shorter text (~115) with torch's default 2 threads, ~24/s with one; a short query takes ~15 ms.
-Loading takes ~7 s, mostly importing torch and transformers.
+Loading through PyTorch takes ~7 s, mostly importing torch and transformers (see "Cold start").
 
 Backend: on CPU the encoder runs in ONNX Runtime by default (``EmbedderOptions.backend``,
-:mod:`models.onnx_encoder`): the same vectors (checked against PyTorch at load time), a short
-query in ~12 ms instead of ~22 ms on one thread, which is most of a text search's cost.
+:mod:`models.onnx_encoder`): the same vectors (checked against PyTorch), a short query in ~12 ms
+instead of ~22 ms on one thread, which is most of a text search's cost.
+
+Cold start: the first load of a model exports it and checks the ONNX vectors against PyTorch,
+then records the verified export in ``onnx_cache_dir`` keyed by the content of the model's files,
+``max_seq_length`` and the library versions (:func:`models.onnx_encoder.verified_cache_key`).
+Later processes load that record with onnxruntime and the standalone ``tokenizers`` library only,
+and check it against PyTorch's recorded probe vectors: no torch, transformers or
+sentence-transformers import and no PyTorch weights. Measured here on 2 shared cores
+(``bench/bench_cold_start.py``): loading the embedder went from ~14 s to ~0.5 s, a whole
+``pagesight search`` from ~18 s to ~4 s. A model with no local directory (a hub id while online)
+is loaded with PyTorch and verified every time, as before. ``device="auto"`` decides CPU
+without importing torch when it surely has no GPU (:func:`models.hf.cuda_surely_absent`);
+``num_threads``, being process-wide for torch, still imports torch to set it.
 """
 
 from __future__ import annotations
@@ -42,7 +54,13 @@ import numpy.typing as npt
 
 from core.errors import ErrorCode, PageSightError, Stage
 from core.settings import EmbedderOptions
-from models.hf import hub_offline, model_id_of_dir, quiet_transformers, resolve_device
+from models.hf import (
+    cached_snapshot_dir,
+    hub_offline,
+    model_id_of_dir,
+    quiet_transformers,
+    resolve_device,
+)
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +87,9 @@ class SentenceTransformerEmbedder:
 
     def __init__(self, options: EmbedderOptions | None = None) -> None:
         self.options = options or EmbedderOptions()
-        self._model: Any = None
+        self._model: Any = None  # the PyTorch model, when it encodes
         self._onnx: Any = None
+        self._ready = False
         self._dim: int | None = None
         self._lock = threading.Lock()
 
@@ -108,11 +127,12 @@ class SentenceTransformerEmbedder:
 
     def warm_up(self) -> None:
         """Load the weights (once; concurrent callers wait for the first)."""
-        if self._model is not None:
+        if self._ready:
             return
         with self._lock:
-            if self._model is None:
-                self._model = self._load()
+            if not self._ready:
+                self._load()
+                self._ready = True
 
     def embed_documents(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """One row per text, shape ``(len(texts), dim)``."""
@@ -151,15 +171,75 @@ class SentenceTransformerEmbedder:
         candidate = Path(self.options.model).expanduser()
         return candidate if candidate.is_dir() else None
 
-    def _load(self) -> Any:
+    def _load(self) -> None:
+        device = resolve_device(self.options.device, "embedder", Stage.EMBED)
+        local = self._local_dir()
+        source = str(local) if local is not None else str(self.options.model)
+        onnx = self.options.backend == "onnx" or (
+            self.options.backend == "auto" and device == "cpu"
+        )
+        key = self._verified_key(local) if onnx else None
+        if key is not None and self._load_verified(key):
+            if self.options.num_threads is not None:
+                import torch
+
+                torch.set_num_threads(self.options.num_threads)
+            return
+        model = self._load_torch(device, local, source)
+        if onnx:
+            self._onnx = self._load_onnx(model, source, key)
+        if self._onnx is None:
+            self._model = model
+
+    def _verified_key(self, local: Path | None) -> str | None:
+        """Key of this model's verified ONNX export (:mod:`models.onnx_encoder`), or None when
+        its files are not on disk (a hub id, unless offline and in the Hugging Face cache)."""
+        folder = local
+        if folder is None and self.options.model is not None and hub_offline():
+            folder = cached_snapshot_dir(self.options.model)
+        if folder is None:
+            return None
+        from models.onnx_encoder import verified_cache_key
+
+        try:
+            return verified_cache_key(
+                folder,
+                self.options.onnx_cache_dir,
+                {"max_seq_length": self.options.max_seq_length},
+            )
+        except Exception:  # unreadable model files, no onnxruntime: load the PyTorch way
+            log.warning("cannot key the ONNX cache for %s", folder, exc_info=True)
+            return None
+
+    def _load_verified(self, key: str) -> bool:
+        """Use the verified ONNX export recorded under ``key``, if there is a sound one."""
+        from models.onnx_encoder import OnnxTextEncoder
+
+        loaded = OnnxTextEncoder.from_cache(
+            self.options.onnx_cache_dir, key, self.options.onnx_threads
+        )
+        if loaded is None:
+            return False
+        encoder, model_dim = loaded
+        self._check_dim(model_dim)
+        self._onnx = encoder
+        return True
+
+    def _check_dim(self, model_dim: int) -> None:
+        if self._dim is not None and self._dim != model_dim:
+            raise PageSightError(
+                ErrorCode.EMBED_FAILED,
+                Stage.EMBED,
+                f"{self.model_id}: config says {self._dim} dimensions, the model gives {model_dim}",
+            )
+        self._dim = int(model_dim)
+
+    def _load_torch(self, device: str, local: Path | None, source: str) -> Any:
         import torch
         from sentence_transformers import SentenceTransformer
 
         if self.options.num_threads is not None:
             torch.set_num_threads(self.options.num_threads)
-        device = resolve_device(self.options.device, "embedder", Stage.EMBED)
-        local = self._local_dir()
-        source = str(local) if local is not None else str(self.options.model)
         offline = hub_offline()
         try:
             with quiet_transformers():
@@ -177,31 +257,21 @@ class SentenceTransformerEmbedder:
         model_dim = model.get_embedding_dimension()
         if model_dim is None:  # a module chain that does not declare it: measure once
             model_dim = int(model.encode(["dimension probe"], convert_to_numpy=True).shape[-1])
-        if self._dim is not None and self._dim != model_dim:
-            raise PageSightError(
-                ErrorCode.EMBED_FAILED,
-                Stage.EMBED,
-                f"{self.model_id}: config says {self._dim} dimensions, the model gives {model_dim}",
-            )
-        self._dim = int(model_dim)
-        if self.options.backend == "onnx" or (self.options.backend == "auto" and device == "cpu"):
-            self._onnx = self._load_onnx(model, source)
+        self._check_dim(int(model_dim))
         return model
 
-    def _load_onnx(self, model: Any, source: str) -> Any:
-        """The ONNX Runtime encoder, or None (unsupported model, failed export, disagreement)."""
+    def _load_onnx(self, model: Any, source: str, key: str | None) -> Any:
+        """The ONNX Runtime encoder checked against ``model``, or None (unsupported model,
+        failed export, disagreement); with ``key``, recorded for the next process."""
         from models.onnx_encoder import OnnxTextEncoder
 
         try:
-            encoder = OnnxTextEncoder.from_sentence_transformer(
-                model, source, self.options.onnx_cache_dir, self.options.onnx_threads
+            return OnnxTextEncoder.from_sentence_transformer(
+                model, source, self.options.onnx_cache_dir, self.options.onnx_threads, key
             )
         except Exception:  # an exporter or runtime failure costs speed, never correctness
             log.warning("ONNX export of %s failed; staying on PyTorch", source, exc_info=True)
             return None
-        if encoder is None or not encoder.agrees_with(model):
-            return None
-        return encoder
 
 
 def _model_id_of_dir(path: Path) -> str:
