@@ -21,11 +21,10 @@ import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from core.errors import ErrorCode, PageSightError, Stage
 from core.types import AuditEntry, Document, JobState, JobStatus, RetrievalTrace
-from gateway.answer import AnswerEvent, AnswerRequest, AnswerResponse
 from gateway.auth import Caller
 from gateway.images import PageImage
 from gateway.protocol import (
@@ -36,6 +35,9 @@ from gateway.protocol import (
     Submitted,
     UriIngest,
 )
+
+if TYPE_CHECKING:  # the answer pipeline's module is heavy; callers of search need none of it
+    from gateway.answer import AnswerEvent, AnswerRequest, AnswerResponse
 
 #: (method name, positional args, keyword args) -> the awaitable result
 Invoker = Callable[[str, tuple[Any, ...], dict[str, Any]], Awaitable[Any]]

@@ -26,10 +26,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Literal, Self
-
-from qdrant_client import QdrantClient
-from qdrant_client import models as qm
+from typing import TYPE_CHECKING, Literal, Self
 
 from core.errors import ErrorCode, PageSightError, Stage
 from core.settings import Settings
@@ -41,7 +38,10 @@ from index.edge import (
     EdgeVectorStore,
     read_schema,
 )
-from index.qdrant_server import QdrantServerStore, resolve_alias
+
+if TYPE_CHECKING:
+    # qdrant-client costs over a second to import; the embedded default never needs it.
+    from qdrant_client import QdrantClient
 
 VERSION_SEPARATOR = "__"
 _VERSION_FORMAT = "%Y%m%d%H%M%S%f"
@@ -321,6 +321,8 @@ class QdrantCollectionManager(CollectionManager):
         return sorted(v for v in found if v is not None)
 
     def live_version(self, name: str) -> str | None:
+        from index.qdrant_server import resolve_alias
+
         target = resolve_alias(self.client, name)
         if target == name:
             if self.client.collection_exists(name):
@@ -340,6 +342,8 @@ class QdrantCollectionManager(CollectionManager):
     def open_version(
         self, name: str, version_id: str, schema: IndexSchema | None = None
     ) -> VectorStore:
+        from index.qdrant_server import QdrantServerStore
+
         return QdrantServerStore.open(
             self.client,
             version_collection(name, version_id),
@@ -348,6 +352,8 @@ class QdrantCollectionManager(CollectionManager):
         )
 
     def _create(self, name: str, version_id: str, schema: IndexSchema) -> VectorStore:
+        from index.qdrant_server import QdrantServerStore
+
         return QdrantServerStore.create(
             self.client,
             version_collection(name, version_id),
@@ -361,6 +367,10 @@ class QdrantCollectionManager(CollectionManager):
         IndexSchema.from_metadata(info.config.metadata, f"collection {collection!r}")
 
     def _point_alias(self, name: str, version_id: str) -> None:
+        from qdrant_client import models as qm
+
+        from index.qdrant_server import resolve_alias
+
         operations: list[qm.CreateAliasOperation | qm.DeleteAliasOperation] = []
         if resolve_alias(self.client, name) != name:
             operations.append(qm.DeleteAliasOperation(delete_alias=qm.DeleteAlias(alias_name=name)))
@@ -406,6 +416,8 @@ def edge_root(settings: Settings) -> Path:
 def collection_manager(settings: Settings) -> CollectionManager:
     """The manager for the configured backend (it owns any client it creates: close it)."""
     if index_backend(settings) == "qdrant":
+        from qdrant_client import QdrantClient
+
         api_key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
         client = QdrantClient(
             url=settings.qdrant_url,
