@@ -24,7 +24,7 @@ retrieval scoped to exactly those documents. Scored (see ../shared/eval/README.m
         --out var/bench/answers_smoke.json
 
 ``--crag on`` grades the candidates and corrects the search once before answering
-(``gateway.corrective``); run it with ``on`` and ``off`` to compare on the same questions.
+(``query.corrective``); run it with ``on`` and ``off`` to compare on the same questions.
 ``--data-dir`` keeps the index between runs (unchanged files are not parsed again) and may hold
 more documents than the run uses: retrieval is filtered to the run's documents inside the
 engine. ``--llm-url`` answers with an OpenAI-compatible server (vLLM) instead of extractively.
@@ -126,9 +126,9 @@ def main() -> None:
     args = ap.parse_args()
 
     from core.settings import Settings
-    from gateway.answer import AnswerRequest
+    from core.types import SearchFilters
     from gateway.auth import Caller
-    from gateway.protocol import SearchFilters
+    from gateway.protocol import AnswerRequest
     from services.index_service import IndexService
     from services.stack import LocalStack
 

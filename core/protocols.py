@@ -6,13 +6,24 @@ building a pipeline, a CLI command or a Ray deployment never pays for models it 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
-from core.types import SparseVector
+from core.types import (
+    AccessFilter,
+    Candidates,
+    ChatMessage,
+    ChatResult,
+    CorrectiveTrace,
+    PageKey,
+    PageScore,
+    Passage,
+    RouteName,
+    SparseVector,
+)
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -84,3 +95,92 @@ class PageEmbedder(Protocol):
     def embed_pages(self, images: Sequence[Image.Image]) -> list[PageEmbedding]: ...
 
     def embed_queries(self, texts: Sequence[str]) -> list[npt.NDArray[np.float32]]: ...
+
+
+# -- the query engine's roles ------------------------------------------------------------------
+
+T = TypeVar("T")
+
+#: ``(query, access, route, n)`` -> up to ``n`` passages ``access`` may read, best first, with
+#: the search's trace: the answer pipeline's input; corrective retrieval and multi-step search
+#: wrap one.
+CandidateSearch = Callable[[str, AccessFilter, RouteName, int], Candidates]
+
+
+@runtime_checkable
+class Ranker(Protocol):
+    """Scores passages against a query; higher means more relevant."""
+
+    @property
+    def model_id(self) -> str:
+        """Names the scorer in traces."""
+        ...
+
+    def warm_up(self) -> None: ...
+
+    def score(self, query: str, passages: Sequence[str]) -> npt.NDArray[np.float32]:
+        """One float32 score per passage, in input order."""
+        ...
+
+    def rerank(
+        self, query: str, candidates: Sequence[T], text_of: Callable[[T], str], top_k: int
+    ) -> list[tuple[T, float]]:
+        """At most ``top_k`` ``(candidate, score)`` pairs, best first; ties keep input order."""
+        ...
+
+
+class PageRanker(Protocol):
+    """Scores candidate pages by how they look: :class:`query.visual_rerank.VisualPageReranker`
+    (exact ColQwen2 MaxSim) is one."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    def rerank(
+        self, query: str, pages: Iterable[PageKey], access: AccessFilter
+    ) -> list[PageScore]: ...
+
+
+class ChatModel(Protocol):
+    """What the pipeline needs of an LLM: :class:`models.llm.OpenAiChatClient` is one."""
+
+    def complete(
+        self,
+        messages: Sequence[ChatMessage | Mapping[str, Any]],
+        *,
+        json_schema: dict[str, Any] | None = None,
+        schema_name: str = "answer",
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> ChatResult: ...
+
+
+@runtime_checkable
+class StreamingChatModel(ChatModel, Protocol):
+    """A :class:`ChatModel` that can also stream a reply's text (``OpenAiChatClient`` can); a
+    model without ``stream`` still serves streamed answers, see
+    :meth:`AnswerPipeline._stream_generation`."""
+
+    def stream(
+        self,
+        messages: Sequence[ChatMessage | Mapping[str, Any]],
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> Iterator[str]: ...
+
+
+class CorrectiveSearch(Protocol):
+    """A candidate search that grades what it found and corrects itself once
+    (:class:`query.corrective.CorrectiveRetrieval`); its trace says what it did."""
+
+    def run(
+        self, query: str, access: AccessFilter, route: RouteName, n: int
+    ) -> tuple[Candidates, CorrectiveTrace]: ...
+
+
+class ConfidenceScorer(Protocol):
+    """The answer step's confidence of each passage, on the scale abstention is calibrated on
+    (:meth:`query.answer.AnswerPipeline.confidences`)."""
+
+    def confidences(self, query: str, passages: Sequence[Passage]) -> list[float]: ...

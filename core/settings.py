@@ -381,7 +381,7 @@ class LlmOptions(BaseModel):
 
 
 class CorrectiveOptions(BaseModel):
-    """Corrective retrieval (CRAG, ``gateway.corrective``): grade the top candidates, then
+    """Corrective retrieval (CRAG, ``query.corrective``): grade the top candidates, then
     rewrite the query when they are mostly ambiguous, widen the search (or abstain) when they
     are mostly incorrect; at most one corrective round.
 

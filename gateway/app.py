@@ -36,8 +36,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from core.errors import ErrorCode, PageSightError, Stage
 from core.ids import DOC_ID_PATTERN, check_doc_id
 from core.settings import GatewayOptions
-from core.types import Document, JobState, JobStatus
-from gateway.answer import AnswerRequest, AnswerResponse
+from core.types import AnswerResponse, Document, JobState, JobStatus
 from gateway.auth import Caller, KeyRing
 from gateway.backend import ServiceClient
 from gateway.docs import install_offline_docs
@@ -52,6 +51,7 @@ from gateway.openai_protocol import (
 )
 from gateway.protocol import (
     API_PREFIX,
+    AnswerRequest,
     AuditList,
     Deleted,
     DocumentDetail,

@@ -37,7 +37,8 @@ from gateway.protocol import (
 )
 
 if TYPE_CHECKING:  # the answer pipeline's module is heavy; callers of search need none of it
-    from gateway.answer import AnswerEvent, AnswerRequest, AnswerResponse
+    from core.types import AnswerEvent, AnswerResponse
+    from gateway.protocol import AnswerRequest
 
 #: (method name, positional args, keyword args) -> the awaitable result
 Invoker = Callable[[str, tuple[Any, ...], dict[str, Any]], Awaitable[Any]]

@@ -27,10 +27,22 @@ from urllib.parse import quote
 
 import httpx
 
-from core.types import AuditEntry, BBox, Document, JobState, JobStatus, RetrievalTrace, RouteName
-from gateway.answer import AnswerEvent, AnswerRequest, AnswerResponse, AnswerToken
+from core.types import (
+    AnswerEvent,
+    AnswerResponse,
+    AnswerToken,
+    AuditEntry,
+    BBox,
+    Document,
+    JobState,
+    JobStatus,
+    RetrievalTrace,
+    RouteName,
+    SearchFilters,
+)
 from gateway.protocol import (
     API_PREFIX,
+    AnswerRequest,
     AuditList,
     Deleted,
     DocumentDetail,
@@ -38,7 +50,6 @@ from gateway.protocol import (
     ErrorResponse,
     JobAccepted,
     JobList,
-    SearchFilters,
     SearchRequest,
     SearchResponse,
     TraceResponse,

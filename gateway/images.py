@@ -17,7 +17,6 @@ import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote
 
 from PIL import Image, ImageDraw
 
@@ -60,26 +59,6 @@ def parse_highlight(value: str | None) -> list[BBox]:
             ErrorCode.INVALID_REQUEST, Stage.GATEWAY, f"at most {MAX_HIGHLIGHTS} highlight boxes"
         )
     return boxes
-
-
-def page_image_url(doc_id: str, page_number: int, boxes: list[BBox]) -> str:
-    """The relative URL of a page image with ``boxes`` drawn (what a search hit links to)."""
-    url = f"/v1/documents/{quote(doc_id, safe='')}/pages/{page_number}/image"
-    if boxes:
-        url += "?highlight=" + ";".join(
-            f"{_down(b.x0):.1f},{_down(b.y0):.1f},{_up(b.x1):.1f},{_up(b.y1):.1f}" for b in boxes
-        )
-    return url
-
-
-def _down(value: float) -> float:
-    """``value`` rounded down to 0.1 pt (a box's left/top edge: never moved inwards)."""
-    return math.floor(round(value * 10, 6)) / 10
-
-
-def _up(value: float) -> float:
-    """``value`` rounded up to 0.1 pt (a box's right/bottom edge)."""
-    return math.ceil(round(value * 10, 6)) / 10
 
 
 def media_type_of(image_format: str) -> str:

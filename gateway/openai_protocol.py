@@ -14,7 +14,7 @@ anything built on it) parses the responses. Compatibility choices, and why:
   and checked. Fields whose promise cannot be kept are refused with 422: ``n`` above 1, a
   ``response_format`` other than text, image content. ``model`` is echoed back.
 * **Citations travel in an extra field.** A completion (and the final chunk of a stream)
-  carries ``pagesight``: the full :class:`~gateway.answer.AnswerResponse` of ``/v1/answer``
+  carries ``pagesight``: the full :class:`~query.answer.AnswerResponse` of ``/v1/answer``
   (citations with doc, page, element ids, boxes and page image URL; sentences; withheld
   sentences of a stream; abstained, confidence, trace id). The ``openai`` client keeps unknown
   fields: ``completion.model_extra["pagesight"]``. The message content is the answer with
@@ -27,12 +27,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.errors import ErrorCode, PageSightError, Stage
-from core.types import RouteName
-from gateway.answer import AnswerRequest, AnswerResponse, Policy
-from gateway.protocol import SearchFilters
+from core.types import AnswerResponse, Policy, RouteName, SearchFilters, UnicodeText
+from gateway.protocol import AnswerRequest
 
 #: The model id ``GET /v1/models`` lists, and completions name when the request named none.
 MODEL_ID = "pagesight"
@@ -48,14 +47,14 @@ class ContentPart(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     type: str
-    text: str | None = None
+    text: UnicodeText | None = None
 
 
 class ChatMessageParam(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
-    content: str | list[ContentPart] | None = None
+    content: UnicodeText | list[ContentPart] | None = None
     name: str | None = None
 
     def text(self) -> str:
@@ -96,7 +95,7 @@ class ChatCompletionRequest(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    model: str | None = None
+    model: UnicodeText | None = None  # echoed back in the response
     messages: list[ChatMessageParam] = Field(min_length=1)
     stream: bool = False
     stream_options: StreamOptions | None = None
@@ -120,14 +119,20 @@ class ChatCompletionRequest(BaseModel):
         if not question.strip():
             raise _invalid("the last user message has no text")
         options = self.pagesight
-        return AnswerRequest(
-            query=question,
-            route=options.route,
-            policy=options.policy,
-            top_k_context=options.top_k_context,
-            filters=options.filters,
-            stream=self.stream,
-        )
+        try:
+            return AnswerRequest(
+                query=question,
+                route=options.route,
+                policy=options.policy,
+                top_k_context=options.top_k_context,
+                filters=options.filters,
+                stream=self.stream,
+            )
+        except ValidationError as exc:  # a question /v1/answer would refuse: 422 here too
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'request'}: {e['msg']}" for e in exc.errors()
+            )
+            raise _invalid(f"the last user message cannot be answered: {problems}") from None
 
 
 # -- responses -----------------------------------------------------------------------------------

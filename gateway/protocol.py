@@ -11,23 +11,24 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from core.ids import DOC_ID_PATTERN
-from core.types import AuditEntry, BBox, Document, JobStatus, RetrievalTrace, RouteName
+from core.types import (
+    AuditEntry,
+    BBox,
+    Document,
+    JobStatus,
+    QueryText,
+    Question,
+    RetrievalTrace,
+    RouteName,
+    SearchFilters,
+)
 
 API_PREFIX = "/v1"
 
 
-def _not_blank(text: str) -> str:
-    if not text.strip():
-        raise ValueError("must contain a non-whitespace character")
-    return text
-
-
-#: A question or search: at least one non-whitespace character (a blank query matches nothing
-#: a person meant, so it is refused rather than answered with arbitrary pages).
-QueryText = Annotated[str, Field(min_length=1), AfterValidator(_not_blank)]
 #: A document id as callers may give it (:data:`core.ids.DOC_ID_PATTERN`).
 DocId = Annotated[str, Field(pattern=DOC_ID_PATTERN, description="1-128 of A-Z a-z 0-9 . _ : @ -")]
 #: What an upload did to the caller's documents.
@@ -45,14 +46,6 @@ class ErrorBody(BaseModel):
 
 class ErrorResponse(BaseModel):
     error: ErrorBody
-
-
-class SearchFilters(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    doc_ids: list[str] | None = Field(
-        default=None, max_length=1000, description="only these documents (of the caller's tenant)"
-    )
 
 
 class SearchRequest(BaseModel):
@@ -162,3 +155,15 @@ class Readiness(BaseModel):
     ready: bool
     checks: dict[str, bool]
     detail: dict[str, str] = Field(default_factory=dict)
+
+
+class AnswerRequest(Question):
+    """``POST /v1/answer``: a :class:`core.types.Question`, and how to deliver the answer."""
+
+    stream: bool = Field(
+        default=False,
+        description=(
+            "answer as server-sent events: 'token' events as the text is written, then one "
+            "'answer' event with the checked answer, the authority (tokens cannot be unsent)"
+        ),
+    )

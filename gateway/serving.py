@@ -2,7 +2,7 @@
 
 Answers stream as server-sent events (:class:`ServingAnswers`): ``POST /v1/answer`` with
 ``stream: true`` sends ``event: token`` (``{"text"}``) as the answer is written, then one
-``event: answer`` (the full :class:`~gateway.answer.AnswerResponse`, the authority: tokens
+``event: answer`` (the full :class:`~query.answer.AnswerResponse`, the authority: tokens
 cannot be unsent, and sentences that failed the citation check are listed in its
 ``withheld``), or ``event: error`` (``{"error": {code, stage, message, trace_id}}``) when
 something fails after the first event; then the stream ends. The response starts only once the
@@ -28,7 +28,7 @@ from starlette.types import Receive, Scope, Send
 
 from core.errors import ErrorCode, PageSightError, Stage
 from core.settings import GatewayOptions
-from gateway.answer import AnswerEvent, AnswerRequest, AnswerResponse, AnswerToken, render_cited
+from core.types import AnswerEvent, AnswerResponse, AnswerToken
 from gateway.auth import Caller
 from gateway.backend import ServiceClient
 from gateway.metrics import GatewayMetrics
@@ -43,9 +43,11 @@ from gateway.openai_protocol import (
     DeltaMessage,
 )
 from gateway.protocol import (
+    AnswerRequest,
     ErrorBody,
     ErrorResponse,
 )
+from query.generation import render_cited
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +172,7 @@ class ServingAnswers:
 class ServingChat:
     """``POST /v1/chat/completions``: an answer in OpenAI's chat-completion shapes.
 
-    The content is the answer with ``[n]`` markers (:func:`~gateway.answer.render_cited`);
+    The content is the answer with ``[n]`` markers (:func:`~query.answer.render_cited`);
     the ``pagesight`` field is the full answer. Streamed, the content deltas are the answer's
     tokens as written (an answer that streams no token, an abstention, is sent as one delta so
     that chat clients show it), the last chunk carries ``finish_reason`` and ``pagesight``,

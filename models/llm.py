@@ -44,12 +44,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any
 
 import httpx
 
 from core.errors import ErrorCode, PageSightError, Stage
 from core.settings import LlmOptions
+from core.types import ChatMessage, ChatResult
 
 log = logging.getLogger(__name__)
 
@@ -132,39 +133,6 @@ def _rebuild_malformed(
     message: str, raw_text: str, finish_reason: str | None, attempts: int
 ) -> MalformedOutput:
     return MalformedOutput(message, raw_text, finish_reason=finish_reason, attempts=attempts)
-
-
-@dataclass(frozen=True, slots=True)
-class ChatMessage:
-    """One message of the conversation.
-
-    ``content`` is text, or a list of OpenAI content parts (``{"type": "text", ...}``,
-    ``{"type": "image_url", ...}``) for a vision model that should see page images.
-    """
-
-    role: Literal["system", "user", "assistant"]
-    content: str | list[dict[str, Any]]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"role": self.role, "content": self.content}
-
-
-@dataclass(frozen=True, slots=True)
-class ChatResult:
-    """A completed reply.
-
-    ``parsed`` is the decoded JSON when a ``json_schema`` was given (else None). Token counts are
-    None when the server did not report usage. ``attempts`` counts the requests made, retries
-    included, for metrics and tests.
-    """
-
-    text: str
-    parsed: Any
-    finish_reason: str | None
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    model: str
-    attempts: int = 1
 
 
 @dataclass(slots=True)

@@ -42,12 +42,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from core.errors import ErrorCode, PageSightError, Stage
+from core.protocols import Ranker
 from core.settings import RerankerOptions
 from models.hf import hub_offline, load_failure, model_id_of_dir, quiet_transformers, resolve_device
 
@@ -55,28 +56,6 @@ T = TypeVar("T")
 
 #: ``model_id`` of :class:`FusedScoreRanker` (no model: retrieval's own order and scores).
 FUSED_RANKER_ID = "fused-score-passthrough"
-
-
-@runtime_checkable
-class Ranker(Protocol):
-    """Scores passages against a query; higher means more relevant."""
-
-    @property
-    def model_id(self) -> str:
-        """Names the scorer in traces."""
-        ...
-
-    def warm_up(self) -> None: ...
-
-    def score(self, query: str, passages: Sequence[str]) -> npt.NDArray[np.float32]:
-        """One float32 score per passage, in input order."""
-        ...
-
-    def rerank(
-        self, query: str, candidates: Sequence[T], text_of: Callable[[T], str], top_k: int
-    ) -> list[tuple[T, float]]:
-        """At most ``top_k`` ``(candidate, score)`` pairs, best first; ties keep input order."""
-        ...
 
 
 class CrossEncoderReranker:

@@ -593,6 +593,51 @@ def _print_hits(response: SearchResponse) -> None:
         out.print(f"    {hit.snippet}", markup=False)
 
 
+@app.command()
+def answer(
+    question: Annotated[str, typer.Argument(help="the question")],
+    route: Annotated[RouteName, typer.Option(help="retrieval route")] = RouteName.AUTO,
+    policy: Annotated[
+        str,
+        typer.Option(help="standard, or strict: uncited sentences dropped, weak evidence abstains"),
+    ] = "standard",
+    tenant: Tenant = None,
+    principal: Principal = None,
+    as_json: Json = False,
+    server: Server = None,
+    api_key: ApiKey = None,
+) -> None:
+    """A grounded answer with citations (extractive unless an LLM is configured:
+    PAGESIGHT_LLM__BASE_URL), or an abstention.
+
+    --json: the API's answer {answer, abstained, reason, sentences, citations: [{n, doc_id,
+    page_number, chunk_id, element_ids, bboxes, page_image_url, quote}], confidence, mode,
+    trace_id, withheld}."""
+    from gateway.protocol import AnswerRequest
+    from gateway.tracing import new_trace_id
+    from query.generation import render_cited
+
+    request = AnswerRequest.model_validate({"query": question, "route": route, "policy": policy})
+    with _session(server, api_key, tenant, principal) as session:
+        response = session.backend.answer(session.caller, request, new_trace_id())
+    if as_json:
+        sys.stdout.write(response.model_dump_json(indent=1) + "\n")
+        return
+    out.print(render_cited(response), markup=False)
+    if response.abstained and response.reason:
+        err.print(f"abstained: {response.reason}", markup=False)
+    for citation in response.citations:
+        quote = " ".join(citation.quote.split())
+        quote = quote if len(quote) <= 160 else quote[:159] + "…"
+        out.print(
+            f"[{citation.n}] {citation.doc_id} page {citation.page_number}: {quote}", markup=False
+        )
+    err.print(
+        f"{response.mode}, confidence {response.confidence:.2f}, trace {response.trace_id}",
+        markup=False,
+    )
+
+
 # -- keys -----------------------------------------------------------------------------------
 
 

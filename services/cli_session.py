@@ -39,9 +39,10 @@ from gateway.protocol import (
 )
 
 if TYPE_CHECKING:
-    from gateway.answer import AnswerEvent, AnswerRequest, AnswerResponse
+    from core.types import AnswerEvent, AnswerResponse
     from gateway.client import PageSightClient
     from gateway.images import PageImage
+    from gateway.protocol import AnswerRequest
 
 #: How often a waiting command asks for its jobs' state.
 POLL_S = 0.2

@@ -23,7 +23,6 @@ import functools
 import hashlib
 import itertools
 import logging
-import math
 import os
 import queue
 import re
@@ -37,39 +36,31 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from core.errors import ErrorCode, PageSightError, Stage
-from core.ids import check_doc_id, make_doc_id, point_id
+from core.ids import check_doc_id, make_doc_id
+from core.links import page_image_url
 from core.protocols import PageEmbedder, TextEmbedder
 from core.settings import Settings
 from core.types import (
     AccessFilter,
+    AnswerEvent,
+    AnswerResponse,
     AuditEntry,
     Document,
     IngestJob,
     JobState,
     JobStatus,
     RetrievalTrace,
-    RouteName,
-)
-from gateway.answer import (
-    AnsweredQuery,
-    AnswerEvent,
-    AnswerPipeline,
-    AnswerRequest,
-    AnswerResponse,
-    Candidates,
-    passage_from_payload,
 )
 from gateway.auth import Caller
-from gateway.corrective import build_corrective, pipeline_scorer
 from gateway.images import (
     PageImage,
     media_type_of,
-    page_image_url,
     parse_highlight,
     render_page_image,
 )
 from gateway.metrics import ServiceMetrics
 from gateway.protocol import (
+    AnswerRequest,
     DocumentDetail,
     Outcome,
     Readiness,
@@ -81,12 +72,11 @@ from gateway.protocol import (
 )
 from gateway.sources import SourcePolicy
 from gateway.tracing import current_trace_id
-from gateway.visual_rerank import VisualPageReranker
 from index.traces import TraceStore
 from ingestion.catalog import Catalog
 from ingestion.ingest import DocumentParseFn, IngestRequest
-from models.llm import OpenAiChatClient
-from models.reranker import build_ranker
+from query.answer import AnsweredQuery, AnswerPipeline
+from services.engine import build_answer_pipeline
 from services.stack import LocalStack
 
 log = logging.getLogger(__name__)
@@ -208,27 +198,7 @@ class IndexService:
                 retention_s=self.settings.gateway.trace_retention_days * 86400,
             )
             self._traces.expire()
-            llm = OpenAiChatClient(self.settings.llm) if self.settings.llm.base_url else None
-            stack = self._stack
-            visual = None
-            if stack.page_store is not None and stack.page_embedder is not None:
-                # exact MaxSim of the candidates' pages, computed by the index over those ids
-                visual = VisualPageReranker(stack.page_store, stack.page_embedder, scoring="index")
-            self._answers = AnswerPipeline(
-                self._passages,
-                build_ranker(self.settings.reranker),
-                llm,
-                self.settings.answer,
-                visual=visual,
-            )
-            if self.settings.answer.corrective.enabled:
-                self._answers.corrective = build_corrective(
-                    self._passages,
-                    self.settings.answer.corrective,
-                    llm=llm,
-                    visual_available=self._stack.retriever.visual_available,
-                    scorer=pipeline_scorer(self._answers),  # bands on the pipeline's confidence
-                )
+            self._answers = build_answer_pipeline(self.settings, self._stack)
         except Exception as exc:
             self._warm_error = f"{type(exc).__name__}: {exc}"
             raise
@@ -313,7 +283,7 @@ class IndexService:
         return trace if visible else None
 
     def answer(self, caller: Caller, request: AnswerRequest, trace_id: str) -> AnswerResponse:
-        """A grounded answer (extractive without an LLM configured, see gateway.answer)."""
+        """A grounded answer (extractive without an LLM configured, see query.answer)."""
         current_trace_id.set(trace_id)
         caller.require("read")
         self._ready()
@@ -352,35 +322,6 @@ class IndexService:
                     yield event
         finally:
             events.close()
-
-    def _passages(
-        self, query: str, access: AccessFilter, route: RouteName, limit: int
-    ) -> Candidates:
-        """Candidate passages for answers: the retriever's pages, each with its chunks' full
-        text (hits carry snippets only), best page first, chunks in the page's order; and the
-        search's trace, which the answer's trace extends."""
-        stack = self._ready()
-        result = stack.search(query, access, route, limit)
-        ids = {
-            point_id(access.tenant, chunk_id): (hit, chunk_id)
-            for hit in result.hits
-            for chunk_id in hit.chunk_ids
-            if chunk_id
-        }
-        payloads = stack.store.retrieve(list(ids), access) if ids else {}
-        by_chunk = {ids[pid][1]: payload for pid, payload in payloads.items() if pid in ids}
-        # The score answers read is the dense route's cosine (the best chunk's on that page), the
-        # embedded profile's confidence (a fused RRF score only says where a page ranked); NaN
-        # where the dense route did not score the page or skipped the query's language.
-        passages = [
-            passage_from_payload(
-                by_chunk[chunk_id], hit.page_number, hit.route_scores.get("dense", math.nan)
-            )
-            for hit in result.hits
-            for chunk_id in hit.chunk_ids
-            if chunk_id in by_chunk
-        ][:limit]
-        return Candidates(passages, result.trace)
 
     # -- ingestion ---------------------------------------------------------------------------
 

@@ -15,7 +15,6 @@ from core.ids import make_doc_id
 from core.protocols import PageEmbedder, TextEmbedder
 from core.settings import Settings
 from core.types import AccessFilter, RouteName, SearchResult
-from gateway.retrieval import Retriever
 from index.base import IndexSchema, VectorStore
 from index.vectors import (
     CHUNK_COLLECTION,
@@ -34,6 +33,7 @@ from ingestion.ingest import (
 from ingestion.isolation import parse_isolated
 from models.sparse import Bm25Encoder
 from models.text_embedder import SentenceTransformerEmbedder
+from query.retrieval import Retriever
 
 
 def chunk_schema(embedder: SentenceTransformerEmbedder, sparse: Bm25Encoder) -> IndexSchema:

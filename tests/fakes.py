@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from core.types import AccessFilter, RetrievalTrace, RouteName
-from gateway.answer import Candidates, Passage
+from core.types import AccessFilter, Candidates, Passage, RetrievalTrace, RouteName
 
 
 class TableSearch:
-    """The candidate search (:data:`gateway.answer.CandidateSearch`) answered from a table.
+    """The candidate search (:data:`query.answer.CandidateSearch`) answered from a table.
 
     A call looks up ``(query, route, n)``, then ``(query, route)``, then ``query`` (with its
     whitespace collapsed: a rewritten query may differ from the table's only in spaces), else

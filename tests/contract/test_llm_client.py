@@ -23,7 +23,8 @@ from pydantic import SecretStr
 
 from core.errors import ErrorCode, PageSightError, Stage
 from core.settings import LlmOptions
-from models.llm import ChatMessage, LlmError, MalformedOutput, OpenAiChatClient
+from core.types import ChatMessage
+from models.llm import LlmError, MalformedOutput, OpenAiChatClient
 from tests.openai_stub import Script, Step, scripted_server
 
 MODEL = "qwen2.5-7b-instruct"

@@ -11,10 +11,10 @@ import openai
 import pytest
 from PIL import Image
 
-from core.types import JobState
-from gateway.answer import AnswerResponse, AnswerToken, render_cited
+from core.types import AnswerResponse, AnswerToken, JobState
 from gateway.client import ApiError
 from ingestion import samples
+from query.generation import render_cited
 from tests.e2e.conftest import MAX_UPLOAD, RunningApp
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -27,27 +27,24 @@ from fastapi.testclient import TestClient
 from openai.types.chat import ChatCompletionMessageParam
 
 from core.settings import AnswerOptions, GatewayOptions, LlmOptions, Settings
-from core.types import AccessFilter, JobState
-from gateway.answer import (
-    ABSTAIN_TEXT,
-    AnsweredQuery,
-    AnswerPipeline,
-    AnswerRequest,
+from core.types import (
+    AccessFilter,
     AnswerResponse,
     AnswerToken,
     Candidates,
+    ChatResult,
+    JobState,
     Passage,
-    parse_cited_prose,
-    render_cited,
-    with_markers,
 )
 from gateway.app import create_app
 from gateway.auth import Caller, KeyRing, new_key
 from gateway.backend import ServiceClient
 from gateway.client import ApiError, PageSightClient
+from gateway.protocol import AnswerRequest
 from ingestion import samples
-from models.llm import ChatResult
 from models.reranker import FusedScoreRanker
+from query.answer import AnsweredQuery, AnswerPipeline
+from query.generation import ABSTAIN_TEXT, parse_cited_prose, render_cited, with_markers
 from services.index_service import IndexService
 from tests.openai_stub import Script, Step, scripted_server, sse_events
 

@@ -97,7 +97,16 @@ HIT_KEYS = {
 }
 
 # One tenant per remote test: the module's server is shared, the tests stay independent.
-TENANTS = ("t-ingest", "t-password", "t-replace", "t-jobs", "t-delete", "t-search", "t-errors")
+TENANTS = (
+    "t-ingest",
+    "t-password",
+    "t-replace",
+    "t-jobs",
+    "t-delete",
+    "t-search",
+    "t-answer",
+    "t-errors",
+)
 KEYS = {tenant: new_key(f"key-{tenant}", tenant) for tenant in TENANTS}
 
 
@@ -641,6 +650,31 @@ def test_search_has_one_shape_in_both_modes(
     assert [h["page_number"] for h in remote_response["hits"]] == [
         h["page_number"] for h in local_response["hits"]
     ]
+
+
+def test_answer_has_one_shape_in_both_modes(
+    files: Files, remote: Remote, local: dict[str, str | None]
+) -> None:
+    answers = []
+    for mode_args, env in ((remote.args("t-answer"), {}), ([], local)):
+        assert cli(["ingest", files.report, *mode_args], env).exit_code == 0
+        question = "What is the largest cost risk?"
+        result = cli(["answer", question, "--route", "text", "--json", *mode_args], env)
+        assert result.exit_code == 0, result.output
+        response = as_json(result)
+        assert not response["abstained"] and response["mode"] == "extractive"
+        assert response["citations"] and "Fuel prices" in response["citations"][0]["quote"]
+        answers.append(response)
+
+        result = cli(["answer", question, "--route", "text", *mode_args], env)
+        assert result.exit_code == 0, result.output
+        text, citation = result.stdout.splitlines()[:2]
+        assert "[1]" in text and citation.startswith("[1] ")
+        assert "extractive, confidence " in result.stderr
+        one_error(cli(["answer", question, "--policy", "lax", *mode_args], env), "INVALID_REQUEST")
+    remote_answer, local_answer = answers
+    assert set(remote_answer) == set(local_answer)
+    assert remote_answer["answer"] == local_answer["answer"]
 
 
 def test_search_errors_local(local: dict[str, str | None]) -> None:

@@ -20,10 +20,14 @@ from typing import Any
 import pytest
 
 from core.settings import AnswerOptions, CorrectiveOptions, LlmOptions, Settings
-from core.types import AccessFilter, Grade, RouteName
-from gateway.answer import ABSTAIN_TEXT, AnswerPipeline, AnswerRequest, Passage
+from core.types import AccessFilter, Grade, Passage, RouteName
 from gateway.auth import Caller
-from gateway.corrective import (
+from gateway.protocol import AnswerRequest
+from ingestion import samples
+from models.llm import OpenAiChatClient
+from models.reranker import FusedScoreRanker
+from query.answer import AnswerPipeline
+from query.corrective import (
     GRADE_SCHEMA_NAME,
     REWRITE_SCHEMA_NAME,
     CorrectiveRetrieval,
@@ -31,9 +35,7 @@ from gateway.corrective import (
     LlmRewriter,
     build_corrective,
 )
-from ingestion import samples
-from models.llm import OpenAiChatClient
-from models.reranker import FusedScoreRanker
+from query.generation import ABSTAIN_TEXT
 from services.index_service import IndexService
 from tests.fakes import TableSearch
 from tests.openai_stub import Script, Step, scripted_server

@@ -19,9 +19,7 @@ import pytest
 from core.ids import point_id
 from core.protocols import PageEmbedder
 from core.settings import Settings, VisualEmbedderOptions
-from core.types import AccessFilter
-from gateway.retrieval import PageKey
-from gateway.visual_rerank import VisualPageReranker, fuse_visual_ranking, maxsim
+from core.types import AccessFilter, PageKey
 from index.base import IndexPoint, IndexSchema
 from index.edge import EdgeVectorStore
 from index.vectors import PAGE_POOLED_VECTOR, PAGE_VECTOR
@@ -30,6 +28,7 @@ from ingestion.ingest import IngestRequest
 from models.colqwen import ColQwen2Embedder
 from models.pooling import pool_rows_cols, query_centroids
 from models.tiny_colqwen import build_tiny_colqwen2
+from query.visual_rerank import VisualPageReranker, fuse_visual_ranking, maxsim
 from services.stack import LocalStack
 
 pytestmark = pytest.mark.integration

@@ -14,7 +14,7 @@ The server takes ~1.5-3 minutes to start on 2 cores, once per module.
 What a random model does under structured outputs (greedy decoding, xgrammar with
 ``disable_any_whitespace``), which shapes the assertions below:
 
-* With the schema the pipeline sends (:func:`gateway.answer.answer_schema`: citation numbers
+* With the schema the pipeline sends (:func:`query.answer.answer_schema`: citation numbers
   bounded to the context, but no ``maxLength`` on the sentence text and no ``maxItems``) it
   opens the first sentence's string and never closes it: the reply is cut at ``max_tokens``
   and, after one regeneration, the pipeline falls back to quoting. So the end-to-end tests
@@ -49,28 +49,30 @@ import jsonschema
 import pytest
 from fastapi.testclient import TestClient
 
+from core.protocols import ChatModel
 from core.settings import AnswerOptions, GatewayOptions, LlmOptions, Settings
-from core.types import AccessFilter, JobState, RouteName
-from gateway.answer import (
-    SCHEMA_NAME,
-    AnswerPipeline,
-    AnswerRequest,
+from core.types import (
+    AccessFilter,
     AnswerResponse,
     Candidates,
-    ChatModel,
+    ChatMessage,
+    ChatResult,
+    JobState,
     Passage,
-    answer_schema,
-    build_context,
-    build_messages,
+    RouteName,
 )
 from gateway.app import create_app
 from gateway.auth import KeyRing, new_key
 from gateway.backend import ServiceClient
 from gateway.client import PageSightClient
+from gateway.protocol import AnswerRequest
 from ingestion import samples
-from models.llm import ChatMessage, ChatResult, MalformedOutput, OpenAiChatClient
+from models.llm import MalformedOutput, OpenAiChatClient
 from models.reranker import FusedScoreRanker
 from models.tiny_qwen2 import build_tiny_qwen2
+from query.answer import AnswerPipeline
+from query.context import build_context
+from query.generation import SCHEMA_NAME, answer_schema, build_messages
 from services.index_service import IndexService
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

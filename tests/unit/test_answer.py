@@ -15,26 +15,30 @@ import numpy as np
 import pytest
 
 from core.errors import ErrorCode
+from core.links import page_image_url
 from core.settings import AnswerOptions
-from core.types import AccessFilter, BBox, RouteName
-from gateway.answer import (
-    ABSTAIN_TEXT,
-    ANSWER_SCHEMA,
-    AnswerPipeline,
-    AnswerRequest,
+from core.types import (
+    AccessFilter,
+    BBox,
+    ChatMessage,
+    ChatResult,
     Passage,
-    answer_schema,
+    RouteName,
+    SearchFilters,
+)
+from gateway.protocol import AnswerRequest
+from models.llm import LlmError, MalformedOutput
+from models.reranker import FusedScoreRanker
+from query.answer import AnswerPipeline
+from query.context import (
     approx_tokens,
     build_context,
     confidence_of,
-    passage_from_payload,
     render_block,
-    split_sentences,
 )
-from gateway.images import page_image_url
-from gateway.protocol import SearchFilters
-from models.llm import ChatMessage, ChatResult, LlmError, MalformedOutput
-from models.reranker import FusedScoreRanker
+from query.extractive import split_sentences
+from query.generation import ABSTAIN_TEXT, ANSWER_SCHEMA, answer_schema
+from query.passages import passage_from_payload
 from tests.fakes import TableSearch
 
 REVENUE_BOX = BBox(x0=72.0, y0=100.0, x1=300.0, y1=140.0)

@@ -17,15 +17,12 @@ from pydantic import ValidationError
 
 from core.errors import ErrorCode
 from core.settings import AnswerOptions, CorrectiveOptions, Settings
-from core.types import AccessFilter, Grade, RouteName
-from gateway.answer import (
-    ABSTAIN_TEXT,
-    AnsweredQuery,
-    AnswerPipeline,
-    AnswerRequest,
-    Passage,
-)
-from gateway.corrective import (
+from core.types import AccessFilter, ChatMessage, ChatResult, Grade, Passage, RouteName
+from gateway.protocol import AnswerRequest
+from models.llm import LlmError, MalformedOutput
+from models.reranker import FusedScoreRanker
+from query.answer import AnsweredQuery, AnswerPipeline
+from query.corrective import (
     GRADE_SCHEMA,
     CorrectiveRetrieval,
     GradeCache,
@@ -40,8 +37,7 @@ from gateway.corrective import (
     keyword_query,
     pipeline_scorer,
 )
-from models.llm import ChatMessage, ChatResult, LlmError, MalformedOutput
-from models.reranker import FusedScoreRanker
+from query.generation import ABSTAIN_TEXT
 from tests.fakes import TableSearch
 
 ACCESS = AccessFilter(tenant="acme", principals=["alice"])

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from core.types import RouteName
-from gateway.fusion import weighted_rrf
-from gateway.retrieval import choose_route
+from query.fusion import weighted_rrf
+from query.routing import choose_route
 
 
 def test_rrf_rewards_agreement_between_routes() -> None:

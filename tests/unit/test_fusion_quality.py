@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from core.settings import RetrievalOptions
-from gateway.fusion import weighted_rrf
+from query.fusion import weighted_rrf
 
 N_PAGES = 2000
 N_QUESTIONS = 400

@@ -14,8 +14,9 @@ import pymupdf
 import pytest
 from PIL import Image
 
+from core.links import page_image_url
 from core.types import BBox
-from gateway.images import box_pixels, page_image_url, parse_highlight, render_page_image
+from gateway.images import box_pixels, parse_highlight, render_page_image
 from ingestion import samples
 from ingestion.parse.blocks import RawBlock
 from ingestion.parse.pdf import LayoutPageParser

@@ -32,16 +32,14 @@ import numpy as np
 import numpy.typing as npt
 
 from core.protocols import PageEmbedder
-from core.types import AccessFilter
-from gateway.fusion import weighted_rrf_ranks
-from gateway.retrieval import PageKey
+from core.types import AccessFilter, PageKey, PageScore
 from index.base import VectorStore
 from index.vectors import PAGE_VECTOR
+from query.fusion import weighted_rrf_ranks
 
 T = TypeVar("T")
 
 #: One reranked page: its key and exact MaxSim, or ``None`` when it has no visible vector.
-PageScore = tuple[PageKey, float | None]
 
 #: Payload fields the page lookup reads: enough to map a point back to its page.
 _PAGE_FIELDS = ("doc_id", "page_number")
@@ -228,7 +226,7 @@ def fuse_visual_ranking(
 
     Every passage takes its text rank and its page's visual rank (passages map to pages by
     ``page_of``, e.g. ``lambda p: (p.doc_id, p.page_number)``), the way the retriever fuses a
-    page-level route with chunk-level ones (:func:`gateway.fusion.weighted_rrf_ranks`).
+    page-level route with chunk-level ones (:func:`query.fusion.weighted_rrf_ranks`).
     Pages :meth:`VisualPageReranker.rerank` could not score (``None``) share the rank after
     the last scored page: a missing vector says nothing about relevance, so it should cost
     no more than being the visually weakest page, not the whole visual vote.

@@ -45,8 +45,8 @@ first and acts on what it sees, once:
    ``query`` is the rewritten one; ``CorrectiveTrace.query`` keeps the question), with every
    round's documents in ``doc_ids``.
 
-:class:`CorrectiveRetrieval` wraps a :data:`~gateway.answer.CandidateSearch` and has the same
-inputs; :class:`~gateway.answer.AnswerPipeline` takes it as ``corrective=``.
+:class:`CorrectiveRetrieval` wraps a :data:`~query.answer.CandidateSearch` and has the same
+inputs; :class:`~query.answer.AnswerPipeline` takes it as ``corrective=``.
 """
 
 from __future__ import annotations
@@ -59,31 +59,25 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
+from core.protocols import CandidateSearch, ChatModel, ConfidenceScorer
 from core.settings import CorrectiveOptions
 from core.types import (
     AccessFilter,
+    Candidates,
+    ChatMessage,
+    ChatResult,
     CorrectiveTrace,
     Grade,
     GradeRecord,
+    Passage,
     RetrievalTrace,
     RouteName,
 )
-from gateway.answer import (
-    Candidates,
-    CandidateSearch,
-    ChatModel,
-    Passage,
-    confidence_of,
-    context_block,
-    render_block,
-)
-from models.llm import ChatMessage, ChatResult, LlmError
+from models.llm import LlmError
 from models.text import ENGLISH_STOPWORDS
-
-if TYPE_CHECKING:
-    from gateway.answer import AnswerPipeline
+from query.context import confidence_of, context_block, render_block
 
 __all__ = [
     "CorrectiveRetrieval",
@@ -255,7 +249,7 @@ class ScoreBandGrader:
         return GradeResult(Grade.AMBIGUOUS, f"score {score:.3f} in {band}")
 
 
-def pipeline_scorer(pipeline: AnswerPipeline) -> PassageScorer:
+def pipeline_scorer(pipeline: ConfidenceScorer) -> PassageScorer:
     """The answer pipeline's confidence for each passage (:meth:`AnswerPipeline.confidences`),
     so score bands sit on the scale the abstain threshold is calibrated on."""
     return pipeline.confidences
@@ -539,7 +533,7 @@ class _Round:
 
 
 class CorrectiveRetrieval:
-    """A :data:`~gateway.answer.CandidateSearch` with corrective retrieval around it (module
+    """A :data:`~query.answer.CandidateSearch` with corrective retrieval around it (module
     doc): ``run(query, access, route, n)`` -> ``(candidates, trace)``.
 
     ``visual_available`` says whether the ``hybrid`` route can run (a page model is configured),

@@ -14,7 +14,6 @@ than allowed to add noise, and the trace says so.
 
 from __future__ import annotations
 
-import re
 import time
 import uuid
 from typing import Any
@@ -28,13 +27,12 @@ from core.types import (
     AccessFilter,
     BBox,
     PageHit,
+    PageKey,
     RetrievalTrace,
     RouteName,
     RouteTrace,
     SearchResult,
 )
-from gateway.evidence import evidence_boxes
-from gateway.fusion import weighted_rrf_ranks
 from index.base import ScoredPoint, VectorStore
 from index.vectors import (
     DENSE_VECTOR,
@@ -44,35 +42,13 @@ from index.vectors import (
 )
 from models.pooling import query_centroids
 from models.text import language_of
-
-PageKey = tuple[str, int]  # (doc_id, page_number)
+from query.evidence import evidence_boxes
+from query.fusion import weighted_rrf_ranks
+from query.routing import choose_route
 
 #: What fusion needs of a chunk candidate; texts, boxes and element ids are fetched afterwards,
 #: only for the chunks that end up on a returned page.
 CANDIDATE_FIELDS = ("doc_id", "page_numbers", "chunk_id", "title", "source_uri")
-
-# Identifiers, codes and quoted strings are found by exact terms, not by meaning.
-_CODE_TOKEN = re.compile(
-    r"\b(?=[A-Za-z0-9_./-]*\d)(?=[A-Za-z0-9_./-]*[A-Za-z])[A-Za-z0-9_./-]{4,}\b"
-)
-_QUOTED = re.compile(r"\"[^\"]{2,}\"|「[^」]{2,}」")
-# Questions about how a page looks, or about numbers in charts and tables, lean visual.
-_VISUAL_WORDS = re.compile(
-    r"\b(chart|graph|plot|figure|fig\.|diagram|table|slide|image|picture|photo|map|logo|"
-    r"axis|legend|bar|pie|trend|percent(age)?|share)s?\b|%|グラフ|図|表|写真|スライド",
-    re.IGNORECASE,
-)
-
-
-def choose_route(query: str, visual_available: bool) -> RouteName:
-    """``auto``: codes, ids and quoted phrases -> keyword; chart/table/figure words and
-    percentages -> hybrid (when a page model is configured); everything else -> text."""
-    words = query.split()
-    if _QUOTED.search(query) or (_CODE_TOKEN.search(query) and len(words) <= 4):
-        return RouteName.KEYWORD
-    if visual_available and _VISUAL_WORDS.search(query):
-        return RouteName.HYBRID
-    return RouteName.TEXT
 
 
 class Retriever:

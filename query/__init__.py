@@ -1,0 +1,15 @@
+"""The query engine, plain Python: no HTTP, no Ray (a test checks the imports).
+
+One module per step of the query flow (DESIGN.md section 1):
+
+- :mod:`query.routing`: which route a query takes (``auto`` picks one);
+- :mod:`query.retrieval`: candidate search over the index (dense, BM25, visual), page hits;
+- :mod:`query.fusion`: weighted reciprocal-rank fusion of the routes;
+- :mod:`query.evidence`: the boxes on a page that matched;
+- :mod:`query.visual_rerank`: exact ColQwen2 MaxSim over the candidates' pages;
+- :mod:`query.passages`: the answer step's candidate search (pages -> passages with text);
+- :mod:`query.answer`: rerank, abstain, grounded generation, citation check, extractive answers;
+- :mod:`query.corrective`: corrective retrieval (CRAG) wrapping a candidate search.
+
+The gateway (HTTP) and the services (Ray) call in; nothing here calls out to them.
+"""

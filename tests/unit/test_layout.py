@@ -1,0 +1,78 @@
+"""The layout rules of DESIGN.md section 3, checked on the source: the query engine is plain
+Python (no HTTP, no Ray), and no module imports another that imports it back, type-checking
+imports included."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGES = ("core", "models", "index", "ingestion", "query", "gateway", "services")
+FORBIDDEN_IN_QUERY = ("fastapi", "starlette", "ray", "uvicorn")
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module ``path`` imports, anywhere in the file (TYPE_CHECKING blocks and function
+    bodies included)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    files = {_module_name(p): p for pkg in PACKAGES for p in (REPO / pkg).rglob("*.py")}
+    return {
+        name: {m for m in _imports(path) if m in files and m != name}
+        for name, path in files.items()
+    }
+
+
+def test_query_engine_imports_no_http_or_ray() -> None:
+    for path in (REPO / "query").rglob("*.py"):
+        for module in _imports(path):
+            assert module.split(".")[0] not in FORBIDDEN_IN_QUERY, (path.name, module)
+            assert not module.startswith(("gateway", "services")), (path.name, module)
+    # and nothing it pulls in at run time does either
+    probe = (
+        "import sys, pkgutil, importlib, query\n"
+        "for m in pkgutil.iter_modules(query.__path__):\n"
+        "    importlib.import_module('query.' + m.name)\n"
+        f"bad = [m for m in sys.modules if m.split('.')[0] in {FORBIDDEN_IN_QUERY!r}]\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", probe], cwd=REPO, check=True, timeout=300)
+
+
+def test_no_import_cycles() -> None:
+    graph = _graph()
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1 on the stack, 2 done
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycles.append([*stack[stack.index(nxt) :], nxt])
+            elif nxt not in state:
+                visit(nxt, stack)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [])
+    assert not cycles, "\n".join(" -> ".join(c) for c in cycles)
