@@ -7,20 +7,29 @@ building a pipeline, a CLI command or a Ray deployment never pays for models it 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
+from core.errors import ErrorCode
 from core.types import (
     AccessFilter,
+    AuditEntry,
     Candidates,
     ChatMessage,
     ChatResult,
     CorrectiveTrace,
+    Document,
+    DocumentStructure,
+    IngestJob,
+    JobState,
+    Page,
     PageKey,
     PageScore,
     Passage,
+    RetrievalTrace,
     RouteName,
     SparseVector,
 )
@@ -184,3 +193,85 @@ class ConfidenceScorer(Protocol):
     (:meth:`query.answer.AnswerPipeline.confidences`)."""
 
     def confidences(self, query: str, passages: Sequence[Passage]) -> list[float]: ...
+
+
+# -- repositories (operational state next to the index; SQLite today) --------------------------
+
+
+class CatalogRepository(Protocol):
+    """Jobs, documents, pages, structure and the audit log: what operations need of ingested
+    documents (the index holds what retrieval needs). One home for per-document data, so a
+    database backend (the cluster profile) implements this and nothing else changes.
+
+    Every method that reads documents, pages or audit entries takes the tenant (or a document,
+    which carries it): no call can read across tenants. Jobs are read by id (callers check the
+    tenant of what they get) or listed per tenant."""
+
+    def close(self) -> None: ...
+
+    # jobs: the state machine of ingestion, and the queue a restart resumes
+    def new_job(
+        self,
+        *,
+        tenant: str,
+        source_uri: str,
+        path: str,
+        doc_id: str,
+        acl: list[str],
+        valid_until: datetime | None = None,
+        submitted_by: str | None = None,
+    ) -> IngestJob: ...
+
+    def save_job(self, job: IngestJob) -> None: ...
+
+    def advance(self, job: IngestJob, state: JobState, **fields: object) -> IngestJob: ...
+
+    def fail(self, job: IngestJob, code: ErrorCode, stage: str, message: str) -> IngestJob: ...
+
+    def job(self, job_id: str) -> IngestJob | None: ...
+
+    def jobs(
+        self,
+        tenant: str | None = None,
+        states: list[JobState] | None = None,
+        limit: int = 1000,
+        offset: int = 0,
+    ) -> list[IngestJob]: ...
+
+    def delete_jobs(self, tenant: str, doc_id: str) -> int: ...
+
+    def unfinished_jobs(self) -> list[IngestJob]: ...
+
+    # the audit log of deletes and replacements
+    def audit(self, entry: AuditEntry) -> None: ...
+
+    def audit_entries(
+        self, tenant: str, doc_id: str | None = None, limit: int = 100, before: int | None = None
+    ) -> list[AuditEntry]: ...
+
+    # documents, pages and structure
+    def put_document(self, document: Document, pages: list[Page]) -> list[str]: ...
+
+    def delete_document(self, tenant: str, doc_id: str) -> list[str] | None: ...
+
+    def document(self, tenant: str, doc_id: str) -> Document | None: ...
+
+    def documents(self, tenant: str) -> list[Document]: ...
+
+    def pages(self, tenant: str, doc_id: str) -> list[Page]: ...
+
+    def structure(self, document: Document) -> DocumentStructure: ...
+
+
+class TraceRepository(Protocol):
+    """Query traces by (tenant, trace id), purged with the documents they name."""
+
+    def put(self, tenant: str, trace: RetrievalTrace, doc_ids: set[str]) -> None: ...
+
+    def get(self, tenant: str, trace_id: str) -> tuple[RetrievalTrace, set[str]] | None: ...
+
+    def purge_document(self, tenant: str, doc_id: str) -> int: ...
+
+    def expire(self) -> int: ...
+
+    def close(self) -> None: ...

@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from core.errors import ErrorCode, PageSightError, Stage
-from core.types import AuditEntry, Document, JobState, JobStatus, RetrievalTrace
+from core.types import AuditEntry, Document, DocumentStructure, JobState, JobStatus, RetrievalTrace
 from gateway.auth import Caller
 from gateway.images import PageImage
 from gateway.protocol import (
@@ -80,6 +80,8 @@ class IndexBackend(Protocol):
     def documents(self, caller: Caller) -> list[Document]: ...
 
     def document(self, caller: Caller, doc_id: str) -> DocumentDetail | None: ...
+
+    def structure(self, caller: Caller, doc_id: str) -> DocumentStructure | None: ...
 
     def delete(self, caller: Caller, doc_id: str, trace_id: str = "") -> bool: ...
 
@@ -179,6 +181,10 @@ class ServiceClient:
     async def document(self, caller: Caller, doc_id: str) -> DocumentDetail | None:
         doc: DocumentDetail | None = await self._invoke("document", (caller, doc_id), {})
         return doc
+
+    async def structure(self, caller: Caller, doc_id: str) -> DocumentStructure | None:
+        found: DocumentStructure | None = await self._invoke("structure", (caller, doc_id), {})
+        return found
 
     async def delete(self, caller: Caller, doc_id: str, trace_id: str) -> bool:
         deleted: bool = await self._invoke("delete", (caller, doc_id, trace_id), {})

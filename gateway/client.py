@@ -34,6 +34,7 @@ from core.types import (
     AuditEntry,
     BBox,
     Document,
+    DocumentStructure,
     JobState,
     JobStatus,
     RetrievalTrace,
@@ -188,6 +189,11 @@ class PageSightClient:
         return DocumentDetail.model_validate(
             self._request("GET", f"/documents/{_q(doc_id)}").json()
         )
+
+    def structure(self, doc_id: str) -> DocumentStructure:
+        """Pages with their labels, sections, numbered figures and tables of a document."""
+        response = self._request("GET", f"/documents/{_q(doc_id)}/structure")
+        return DocumentStructure.model_validate(response.json())
 
     def delete(self, doc_id: str) -> Deleted:
         return Deleted.model_validate(self._request("DELETE", f"/documents/{_q(doc_id)}").json())

@@ -21,6 +21,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from core.protocols import TraceRepository
+from core.settings import Settings
 from core.sqlite import SqliteDb
 from core.types import RetrievalTrace
 
@@ -121,3 +123,12 @@ class TraceStore:
 
     def close(self) -> None:
         self._sql.close()
+
+
+def open_traces(settings: Settings) -> TraceRepository:
+    """The trace store ``settings`` name: SQLite next to the index, with the gateway's
+    retention (the one backend today)."""
+    return TraceStore(
+        settings.data_dir / "traces.sqlite3",
+        retention_s=settings.gateway.trace_retention_days * 86400,
+    )

@@ -15,8 +15,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from core.errors import ErrorCode
+from core.protocols import CatalogRepository
+from core.settings import Settings
 from core.sqlite import SqliteDb
-from core.types import AuditEntry, Document, IngestJob, JobState, Page
+from core.types import (
+    AuditEntry,
+    Document,
+    DocumentStructure,
+    IngestJob,
+    JobState,
+    Page,
+    StructurePage,
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -246,6 +256,18 @@ class Catalog:
         rows = self._rows("SELECT body FROM documents WHERE tenant = ? ORDER BY doc_id", (tenant,))
         return [Document.model_validate_json(r[0]) for r in rows]
 
+    def structure(self, document: Document) -> DocumentStructure:
+        """What the catalog knows of ``document``'s structure: its pages today; labels,
+        sections and numbered items once ingestion captures them."""
+        return DocumentStructure(
+            doc_id=document.doc_id,
+            version=document.version,
+            pages=[
+                StructurePage(page_number=p.page_number, width=p.width, height=p.height)
+                for p in self.pages(document.tenant, document.doc_id)
+            ],
+        )
+
     def pages(self, tenant: str, doc_id: str) -> list[Page]:
         rows = self._rows(
             "SELECT body FROM pages WHERE tenant = ? AND doc_id = ? ORDER BY page_number",
@@ -272,3 +294,9 @@ class Catalog:
             ).fetchone()
             is None
         )
+
+
+def open_catalog(settings: Settings) -> CatalogRepository:
+    """The catalog ``settings`` name: SQLite under the data directory (the one backend today;
+    a database backend for the cluster profile plugs in here)."""
+    return Catalog(settings.data_dir / "catalog.sqlite3")

@@ -25,7 +25,13 @@ import numpy as np
 
 from core.errors import ErrorCode, PageSightError, Stage
 from core.ids import check_doc_id, file_version, make_doc_id, point_id
-from core.protocols import PageEmbedder, PageEmbedding, SparseEncoder, TextEmbedder
+from core.protocols import (
+    CatalogRepository,
+    PageEmbedder,
+    PageEmbedding,
+    SparseEncoder,
+    TextEmbedder,
+)
 from core.settings import Settings
 from core.types import EVERYONE, AuditEntry, Chunk, IngestJob, JobState, ParsedDocument
 from index.base import IndexPoint, VectorStore
@@ -35,7 +41,6 @@ from index.vectors import (
     PAGE_VECTOR,
     SPARSE_VECTOR,
 )
-from ingestion.catalog import Catalog
 from ingestion.chunk import Chunker
 from ingestion.isolation import parse_isolated
 from ingestion.pipeline import SourceInfo
@@ -166,7 +171,7 @@ class Ingestor:
         self,
         settings: Settings,
         store: VectorStore,
-        catalog: Catalog,
+        catalog: CatalogRepository,
         embedder: TextEmbedder,
         sparse: SparseEncoder,
         embed_batch: int = 64,

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 from core.errors import ErrorCode, PageSightError, Stage
 from core.settings import ALL_SCOPES, Settings
-from core.types import AuditEntry, Document, JobState, JobStatus, RetrievalTrace
+from core.types import AuditEntry, Document, DocumentStructure, JobState, JobStatus, RetrievalTrace
 from gateway.auth import Caller
 from gateway.backend import IndexBackend
 from gateway.protocol import (
@@ -120,6 +120,9 @@ class HttpBackend:
 
     def document(self, caller: Caller, doc_id: str) -> DocumentDetail | None:
         return self.client.document(doc_id)
+
+    def structure(self, caller: Caller, doc_id: str) -> DocumentStructure | None:
+        return self.client.structure(doc_id)
 
     def delete(self, caller: Caller, doc_id: str, trace_id: str = "") -> bool:
         return self.client.delete(doc_id).deleted

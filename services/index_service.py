@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 from core.errors import ErrorCode, PageSightError, Stage
 from core.ids import check_doc_id, make_doc_id
 from core.links import page_image_url
-from core.protocols import PageEmbedder, TextEmbedder
+from core.protocols import CatalogRepository, PageEmbedder, TextEmbedder, TraceRepository
 from core.settings import Settings
 from core.types import (
     AccessFilter,
@@ -46,6 +46,7 @@ from core.types import (
     AnswerResponse,
     AuditEntry,
     Document,
+    DocumentStructure,
     IngestJob,
     JobState,
     JobStatus,
@@ -72,8 +73,7 @@ from gateway.protocol import (
 )
 from gateway.sources import SourcePolicy
 from gateway.tracing import current_trace_id
-from index.traces import TraceStore
-from ingestion.catalog import Catalog
+from index.traces import open_traces
 from ingestion.ingest import DocumentParseFn, IngestRequest
 from query.answer import AnsweredQuery, AnswerPipeline
 from services.engine import build_answer_pipeline
@@ -164,7 +164,7 @@ class IndexService:
             max_bytes=settings.gateway.max_upload_bytes,
         )
         self._stack: LocalStack | None = None
-        self._traces: TraceStore | None = None
+        self._traces: TraceRepository | None = None
         self._queue: queue.Queue[str] = queue.Queue()
         self._search_slots = FifoSlots(settings.retrieval.parallel_searches or os.cpu_count() or 1)
         self._worker: threading.Thread | None = None
@@ -193,10 +193,7 @@ class IndexService:
                 page_embedder=self._page_embedder,
             )
             self._stack.embedder.warm_up()
-            self._traces = TraceStore(
-                self.settings.data_dir / "traces.sqlite3",
-                retention_s=self.settings.gateway.trace_retention_days * 86400,
-            )
+            self._traces = open_traces(self.settings)
             self._traces.expire()
             self._answers = build_answer_pipeline(self.settings, self._stack)
         except Exception as exc:
@@ -466,6 +463,15 @@ class IndexService:
             ingested_at=max(ready) if ready else None,
         )
 
+    def structure(self, caller: Caller, doc_id: str) -> DocumentStructure | None:
+        """Pages (with labels where known), sections, numbered figures and tables of a document
+        the caller may see."""
+        caller.require("read")
+        doc = self._visible_document(caller, doc_id)
+        if doc is None:
+            return None
+        return self._catalog().structure(doc)
+
     def delete(self, caller: Caller, doc_id: str, trace_id: str = "") -> bool:
         """Gone everywhere: points, catalog rows, page images, uploads, jobs, traces; the audit
         log records who deleted it. A document the caller cannot see is not found."""
@@ -600,7 +606,7 @@ class IndexService:
     def _upload_dir(self, tenant: str, doc_id: str) -> Path:
         return self.upload_dir / _digest(tenant) / _digest(doc_id)
 
-    def _catalog(self) -> Catalog:
+    def _catalog(self) -> CatalogRepository:
         return self._ready().catalog
 
     def _visible_document(self, caller: Caller, doc_id: str) -> Document | None:
@@ -659,7 +665,7 @@ class IndexService:
             )
         return self._stack
 
-    def _trace_store(self) -> TraceStore:
+    def _trace_store(self) -> TraceRepository:
         self._ready()
         assert self._traces is not None
         return self._traces

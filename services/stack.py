@@ -12,7 +12,7 @@ from pathlib import Path
 from types import TracebackType
 
 from core.ids import make_doc_id
-from core.protocols import PageEmbedder, TextEmbedder
+from core.protocols import CatalogRepository, PageEmbedder, TextEmbedder
 from core.settings import Settings
 from core.types import AccessFilter, RouteName, SearchResult
 from index.base import IndexSchema, VectorStore
@@ -23,7 +23,7 @@ from index.vectors import (
     PAGE_VECTOR,
     SPARSE_VECTOR,
 )
-from ingestion.catalog import Catalog
+from ingestion.catalog import open_catalog
 from ingestion.ingest import (
     FIRST_STAGE_POOLING,
     DocumentParseFn,
@@ -102,7 +102,7 @@ class LocalStack:
                     pooling=FIRST_STAGE_POOLING,
                 ),
             )
-        self.catalog = Catalog(settings.data_dir / "catalog.sqlite3")
+        self.catalog: CatalogRepository = open_catalog(settings)
         self.ingestor = Ingestor(
             settings,
             self.store,
