@@ -126,10 +126,8 @@ def main() -> None:
     args = ap.parse_args()
 
     from core.settings import Settings
-    from core.types import SearchFilters
-    from gateway.auth import Caller
-    from gateway.protocol import AnswerRequest
-    from services.index_service import IndexService
+    from core.types import AccessFilter, Question, SearchFilters
+    from services.engine import build_answer_pipeline
     from services.stack import LocalStack
 
     all_docs = sorted(p.name for p in args.pdfs.glob("*.pdf"))
@@ -157,17 +155,16 @@ def main() -> None:
         overrides["answer"] = answer
         settings = Settings(**overrides)
         started = time.perf_counter()
-        with LocalStack(settings) as stack:
-            jobs = stack.ingestor.ingest(
-                [stack.request(path, tenant=TENANT) for path in paths.values()], progress=None
-            )
-            name_of = {stack.doc_id_for(TENANT, path): name for name, path in paths.items()}
+        stack = LocalStack(settings)
+        jobs = stack.ingestor.ingest(
+            [stack.request(path, tenant=TENANT) for path in paths.values()], progress=None
+        )
+        name_of = {stack.doc_id_for(TENANT, path): name for name, path in paths.items()}
         ingest_s = time.perf_counter() - started
         failed = [j for j in jobs if j.state.value != "READY"]
 
-        service = IndexService(settings)
-        service.warm_up()
-        caller = Caller(key_id="eval", tenant=TENANT, principals=[])
+        pipeline = build_answer_pipeline(settings, stack)  # the engine the service runs
+        access = AccessFilter(tenant=TENANT, principals=[])
         scope = SearchFilters(doc_ids=sorted(name_of))
         rows: list[dict[str, Any]] = []
         try:
@@ -175,10 +172,10 @@ def main() -> None:
                 for q in questions:
                     trace_id = uuid.uuid4().hex
                     t0 = time.perf_counter()
-                    request = AnswerRequest(query=q["question"], route=args.route, filters=scope)
-                    response = service.answer(caller, request, trace_id)
+                    request = Question(query=q["question"], route=args.route, filters=scope)
+                    done = pipeline.run(request, access, trace_id)
+                    response, trace = done.response, done.trace
                     elapsed_ms = (time.perf_counter() - t0) * 1000
-                    trace = service.trace(caller, trace_id)
                     context = set(trace.answer.context) if trace and trace.answer else set()
                     cited = [
                         (name_of.get(c.doc_id, c.doc_id), c.page_number) for c in response.citations
@@ -214,7 +211,7 @@ def main() -> None:
                         }
                     )
         finally:
-            service.close()
+            stack.close()
 
     result = summarise(rows)
     result.update(
