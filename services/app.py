@@ -16,7 +16,7 @@ Ingestion is queued by the index service and runs on its worker thread, calling 
 the embedders.
 
 Every class below is a thin shell: the logic is in :class:`services.index_service.IndexService`,
-:func:`gateway.app.create_app`, the parser and the embedders, all testable without Ray.
+:func:`gateway.app.build_app`, the parser and the embedders, all testable without Ray.
 ``build_app`` is the import path the Serve config files name (``services/serve/*.yaml``);
 :func:`run_local` is what ``pagesight serve`` calls.
 """
@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from core.protocols import PageEmbedding
 from core.settings import Settings
 from core.types import ParsedDocument
-from gateway.app import create_app
+from gateway.app import build_app as build_gateway
 from gateway.auth import KeyRing
 from gateway.backend import ServiceClient
 from gateway.tracing import configure_json_logging
@@ -225,7 +225,7 @@ class GatewayReplica:
                 if not finished:  # the client went away: stop forwarding, ask Ray to cancel
                     responses.cancel()
 
-        self._app = create_app(
+        self._app = build_gateway(
             ServiceClient(invoke, stream),
             settings.gateway,
             KeyRing.from_options(settings.gateway),
@@ -246,7 +246,7 @@ class GatewayIndexReplica:
         engines = await _remote_engines(settings, parser, text_embedder, page_embedder)
         self.service = IndexService(settings, **engines)
         await asyncio.to_thread(self.service.warm_up)
-        self._app = create_app(
+        self._app = build_gateway(
             ServiceClient.in_process(self.service),
             settings.gateway,
             KeyRing.from_options(settings.gateway),

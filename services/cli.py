@@ -823,7 +823,7 @@ def _app_args(config: Path | None, settings: Settings) -> AppArgs:
 def _serve_in_process(settings: Settings, host: str, port: int) -> None:
     import uvicorn
 
-    from gateway.app import create_app
+    from gateway.app import build_app
     from gateway.auth import KeyRing
     from gateway.backend import ServiceClient
     from gateway.tracing import configure_json_logging
@@ -832,7 +832,7 @@ def _serve_in_process(settings: Settings, host: str, port: int) -> None:
     configure_json_logging()
     service = IndexService(settings)
     service.warm_up()
-    gateway = create_app(
+    gateway = build_app(
         ServiceClient.in_process(service),
         settings.gateway,
         KeyRing.from_options(settings.gateway),

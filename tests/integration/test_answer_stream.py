@@ -36,7 +36,7 @@ from core.types import (
     JobState,
     Passage,
 )
-from gateway.app import create_app
+from gateway.app import build_app
 from gateway.auth import Caller, KeyRing, new_key
 from gateway.backend import ServiceClient
 from gateway.client import ApiError, PageSightClient
@@ -105,7 +105,7 @@ def doc_id(service: IndexService, tmp_path_factory: pytest.TempPathFactory) -> s
 
 
 def _app(service: IndexService) -> FastAPI:
-    return create_app(
+    return build_app(
         ServiceClient.in_process(service),
         service.settings.gateway,
         KeyRing.from_options(service.settings.gateway),
@@ -505,7 +505,7 @@ def test_a_stream_holds_its_concurrency_slot_until_it_ends() -> None:
             answer="Hello", abstained=False, confidence=1.0, mode="llm", trace_id=args[2]
         )
 
-    app = create_app(ServiceClient(invoke, stream), GatewayOptions(), KeyRing([limited]))
+    app = build_app(ServiceClient(invoke, stream), GatewayOptions(), KeyRing([limited]))
     body = {"query": "q", "stream": True}
     with _serving(app) as url, httpx.Client(base_url=url, timeout=10) as client:
         client.headers["Authorization"] = f"Bearer {key}"
@@ -536,7 +536,7 @@ def test_a_client_going_away_closes_the_answer_generator() -> None:
 
     key, record = new_key("k", "t", [])
     service = ServiceClient.in_process(cast(Any, Endless()))
-    app = create_app(service, GatewayOptions(), KeyRing([record]))
+    app = build_app(service, GatewayOptions(), KeyRing([record]))
     body = {"query": "q", "stream": True}
     with _serving(app) as url, httpx.Client(base_url=url, timeout=10) as client:
         auth = {"Authorization": f"Bearer {key}"}

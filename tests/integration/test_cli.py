@@ -32,7 +32,7 @@ from typer.testing import CliRunner, Result
 
 from core.settings import GatewayOptions, Settings, VisualEmbedderOptions
 from core.types import JobState, JobStatus
-from gateway.app import create_app
+from gateway.app import build_app
 from gateway.auth import FileKeyStore, KeyRing, new_key
 from gateway.backend import ServiceClient
 from ingestion import samples
@@ -249,7 +249,7 @@ def remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Remote]:
     )
     service = IndexService(settings)
     service.warm_up()
-    gateway = create_app(
+    gateway = build_app(
         ServiceClient.in_process(service), settings.gateway, KeyRing.from_options(settings.gateway)
     )
     port = _free_port()

@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from core.settings import GatewayOptions
-from gateway.app import create_app
+from gateway.app import build_app
 from gateway.auth import KeyRing
 from gateway.backend import ServiceClient
 
@@ -29,7 +29,7 @@ async def _no_service(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) 
 @pytest.fixture(scope="module")
 def http() -> Iterator[TestClient]:
     options = GatewayOptions()
-    app = create_app(ServiceClient(_no_service), options, KeyRing.from_options(options))
+    app = build_app(ServiceClient(_no_service), options, KeyRing.from_options(options))
     with TestClient(app) as client:
         yield client
 
@@ -89,7 +89,7 @@ def test_openapi_schema_still_served_without_a_key(http: TestClient) -> None:
 
 def test_docs_pages_follow_the_root_path() -> None:
     options = GatewayOptions()
-    app = create_app(ServiceClient(_no_service), options, KeyRing.from_options(options))
+    app = build_app(ServiceClient(_no_service), options, KeyRing.from_options(options))
     with TestClient(app, root_path="/gw") as client:
         html = client.get("/docs").text
         assets = _assets(html)

@@ -20,7 +20,7 @@ from PIL import Image
 
 from core.settings import GatewayOptions, Settings
 from core.types import BBox, JobState
-from gateway.app import create_app
+from gateway.app import build_app
 from gateway.auth import Caller, KeyRing, new_key
 from gateway.backend import ServiceClient
 from gateway.client import ApiError, PageSightClient
@@ -54,7 +54,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IndexService]:
 
 @pytest.fixture(scope="module")
 def http(service: IndexService) -> Iterator[TestClient]:
-    app = create_app(
+    app = build_app(
         ServiceClient.in_process(service),
         service.settings.gateway,
         KeyRing.from_options(service.settings.gateway),
@@ -148,6 +148,43 @@ def test_other_tenant_sees_nothing(http: TestClient, service: IndexService, tmp_
     assert other.search("quarterly revenue table", route="keyword").hits == []
     owner = _client(http, KEY_A)
     assert owner.document(doc_id).document.doc_id == doc_id  # the failed delete did nothing
+    owner.delete(doc_id)
+
+
+def test_structure_lists_the_pages_and_is_tenant_scoped(
+    http: TestClient, service: IndexService, tmp_path: Path
+) -> None:
+    import pymupdf
+
+    sizes = [(612.0, 792.0), (842.0, 595.0)]  # letter portrait, A4 landscape
+    path = tmp_path / "two-pages.pdf"
+    with pymupdf.open() as pdf:
+        for n, (width, height) in enumerate(sizes, start=1):
+            page = pdf.new_page(width=width, height=height)
+            page.insert_text((72, 72), f"Structure probe page {n}: freight volumes", fontsize=12)
+        pdf.save(path)
+    owner = _client(http, KEY_A)
+    doc_id = _ingest(owner, service, path)
+
+    structure = owner.structure(doc_id)
+    assert (structure.doc_id, structure.version) == (
+        doc_id,
+        owner.document(doc_id).document.version,
+    )
+    assert [(p.page_number, p.width, p.height) for p in structure.pages] == [
+        (1, *sizes[0]),
+        (2, *sizes[1]),
+    ]
+    assert structure.sections == [] and structure.items == []
+
+    def answer(doc: str) -> tuple[int, str, str]:
+        response = http.get(f"/v1/documents/{doc}/structure", headers=other)
+        error = response.json()["error"]
+        return response.status_code, error["code"], error["message"].replace(doc, "<id>")
+
+    other = {"Authorization": f"Bearer {KEY_B}"}
+    assert answer(doc_id) == answer("no-such-document")  # another tenant's: as if missing
+    assert answer(doc_id)[:2] == (404, "NOT_FOUND")
     owner.delete(doc_id)
 
 
@@ -267,7 +304,7 @@ def test_concurrency_limit_is_429_with_retry_after() -> None:
 
     key, record = new_key("slow", "t", [])
     limited = record.model_copy(update={"max_concurrency": 1})
-    app = create_app(ServiceClient(invoke), GatewayOptions(), KeyRing([limited, RECORD_B]))
+    app = build_app(ServiceClient(invoke), GatewayOptions(), KeyRing([limited, RECORD_B]))
 
     async def scenario() -> tuple[int, int, str | None, int]:
         transport = httpx.ASGITransport(app=app)

@@ -51,7 +51,7 @@ from starlette import testclient
 
 from core.settings import ApiKeyRecord, GatewayOptions, KeyScope, Settings
 from core.types import AccessFilter
-from gateway.app import create_app
+from gateway.app import build_app
 from gateway.auth import KeyRing, new_key
 from gateway.backend import ServiceClient
 from services.index_service import IndexService
@@ -231,7 +231,7 @@ MISSING_TRACE = uuid.uuid4().hex
 #: never creates or changes a document.
 NOT_A_PDF = b"this is not a PDF at all, the ingest job fails on it\n" * 4
 
-IdFamily = Literal["doc", "delete", "upload", "audit", "job", "trace"]
+IdFamily = Literal["doc", "structure", "delete", "upload", "audit", "job", "trace"]
 
 
 @dataclass
@@ -317,6 +317,9 @@ ROUTES: dict[tuple[str, str], Route] = {
     ("GET", "/v1/documents/{doc_id}"): Route(
         "read", lambda w, i: Call("GET", f"/v1/documents/{i}"), "doc"
     ),
+    ("GET", "/v1/documents/{doc_id}/structure"): Route(
+        "read", lambda w, i: Call("GET", f"/v1/documents/{i}/structure"), "structure"
+    ),
     ("DELETE", "/v1/documents/{doc_id}"): Route(
         "write", lambda w, i: Call("DELETE", f"/v1/documents/{i}"), "delete"
     ),
@@ -381,7 +384,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IndexService]:
 @pytest.fixture(scope="module")
 def http(service: IndexService) -> Iterator[TestClient]:
     """One client: every request carries its caller's headers (none are set on the client)."""
-    app = create_app(
+    app = build_app(
         ServiceClient.in_process(service),
         service.settings.gateway,
         KeyRing.from_options(service.settings.gateway),
@@ -541,6 +544,10 @@ def _check_readable(
     checks = {
         "doc": lambda: (
             body["document"]["doc_id"] == value and body["document"]["title"] == doc.title
+        ),
+        "structure": lambda: (
+            (body["doc_id"], body["version"]) == (value, doc.version)
+            and [p["page_number"] for p in body["pages"]] == [1]
         ),
         "delete": lambda: body == {"doc_id": value, "deleted": True},
         "upload": lambda: (body["outcome"], body["doc_id"]) == ("replaced", value),

@@ -23,7 +23,7 @@ from fastapi.testclient import TestClient
 
 from core.settings import GatewayOptions, Settings
 from core.types import JobState
-from gateway.app import create_app
+from gateway.app import build_app
 from gateway.auth import FileKeyStore, KeyRing, new_key
 from gateway.backend import ServiceClient
 from gateway.client import ApiError, PageSightClient
@@ -55,7 +55,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IndexService]:
 
 @pytest.fixture(scope="module")
 def http(service: IndexService) -> Iterator[TestClient]:
-    app = create_app(
+    app = build_app(
         ServiceClient.in_process(service),
         service.settings.gateway,
         KeyRing.from_options(service.settings.gateway),

@@ -61,7 +61,7 @@ from core.types import (
     Passage,
     RouteName,
 )
-from gateway.app import create_app
+from gateway.app import build_app
 from gateway.auth import KeyRing, new_key
 from gateway.backend import ServiceClient
 from gateway.client import PageSightClient
@@ -506,7 +506,7 @@ def gateway(
     )
     service = IndexService(settings)
     service.warm_up()
-    app = create_app(
+    app = build_app(
         ServiceClient.in_process(service),
         settings.gateway,
         KeyRing.from_options(settings.gateway),
