@@ -24,6 +24,8 @@ from core.errors import ErrorCode, PageSightError, Stage
 from core.types import BBox
 
 MAX_HIGHLIGHTS = 50
+#: Largest highlight coordinate, in points (PDF pages are at most 14,400 points on a side).
+MAX_COORDINATE = 20_000.0
 MEDIA_TYPES = {"png": "image/png", "jpeg": "image/jpeg"}
 
 
@@ -47,6 +49,9 @@ def parse_highlight(value: str | None) -> list[BBox]:
             numbers = [float(v) for v in part.split(",")]
             if len(numbers) != 4:
                 raise ValueError("four numbers per box")
+            if not all(math.isfinite(n) and abs(n) <= MAX_COORDINATE for n in numbers):
+                # a box far off the page would cost seconds of drawing per request
+                raise ValueError(f"coordinates must be finite, within ±{MAX_COORDINATE:g} points")
             boxes.append(BBox.of(numbers))
         except ValueError as exc:
             raise PageSightError(

@@ -106,6 +106,8 @@ class SourcePolicy:
     # -- local files --
 
     def _local_file(self, path: str) -> Path:
+        if "\x00" in path:
+            raise _not_allowed("a file path cannot contain a NUL character")
         real = Path(path).resolve()
         inside = any(
             a.scheme == "file" and real.is_relative_to(Path(a.path).resolve()) for a in self.allowed

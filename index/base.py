@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 import time
 import uuid
@@ -49,6 +50,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from core.errors import ErrorCode, PageSightError, Stage
 from core.types import EVERYONE, AccessFilter, SparseVector
+
+log = logging.getLogger(__name__)
 
 # -- payload contract --------------------------------------------------------------------------
 
@@ -903,11 +906,14 @@ class VectorStore(ABC):
         except PageSightError:
             raise
         except Exception as exc:
+            # The engine's message names files and internals: the log keeps it, the caller
+            # (an API response, a job record) gets the operation and the error's type.
+            log.exception("%s failed on index %s at %s", operation, self.collection, self.location)
             raise PageSightError(
                 ErrorCode.INDEX_FAILED,
                 stage,
-                f"{operation} failed on index {self.collection} at {self.location}: "
-                f"{type(exc).__name__}: {exc}",
+                f"{operation} failed on index {self.collection} ({type(exc).__name__}); "
+                "the service log has the details",
             ) from exc
 
 
