@@ -211,6 +211,7 @@ class Ingestor:
         acl: list[str] | None = None,
         progress: IngestProgress | None = None,
         allow_empty: bool = False,
+        actor: str | None = None,
     ) -> SyncReport:
         """Make the tenant's documents from ``folder`` equal the folder's files.
 
@@ -232,17 +233,26 @@ class Ingestor:
                     "were ingested from it; nothing was deleted (pass --allow-empty / "
                     "allow_empty=True to delete them)",
                 )
-        requests = [IngestRequest(path=p, tenant=tenant, acl=list(acl or [])) for p in files]
+        requests = [
+            IngestRequest(path=p, tenant=tenant, acl=list(acl or []), actor=actor) for p in files
+        ]
         jobs = self.ingest(requests, progress)
         wanted = {make_doc_id(tenant, p.resolve().as_uri()) for p in files}
-        return SyncReport(ingested=jobs, deleted=self.sync_deletions(tenant, root, wanted))
+        deleted = self.sync_deletions(tenant, root, wanted, actor=actor)
+        return SyncReport(ingested=jobs, deleted=deleted)
 
-    def sync_deletions(self, tenant: str, root: Path, wanted: set[str]) -> list[str]:
+    def sync_deletions(
+        self, tenant: str, root: Path, wanted: set[str], actor: str | None = None
+    ) -> list[str]:
         """Delete the tenant's documents from files under ``root`` whose ids are not in
         ``wanted``; return their ids. Documents with no catalog row (no known source), uploads
         and files outside ``root`` are kept."""
         under = self._documents_under(tenant, root.resolve())
-        return [doc_id for doc_id in sorted(set(under) - wanted) if self.delete(tenant, doc_id)]
+        return [
+            doc_id
+            for doc_id in sorted(set(under) - wanted)
+            if self.delete(tenant, doc_id, actor=actor or "system", via="sync")
+        ]
 
     def _documents_under(self, tenant: str, root: Path) -> list[str]:
         """Ids of the tenant's catalogued documents whose source is a file under ``root``."""

@@ -468,12 +468,17 @@ def sync(
     A FOLDER that cannot be listed, or an empty one while documents from it are indexed
     (without --allow-empty), deletes nothing and exits with code 1; a failed file exits 1 or 3.
     --json: {"jobs": [...], "deleted": [doc_id, ...]}."""
-    from services.stack import LocalStack
+    from services.stack import LocalStack, cli_actor
 
     settings = Settings()
     with LocalStack(settings) as stack, _progress() as bar:
         report = stack.ingestor.sync(
-            folder, tenant, acl, progress=_file_bars(bar), allow_empty=allow_empty
+            folder,
+            tenant,
+            acl,
+            progress=_file_bars(bar),
+            allow_empty=allow_empty,
+            actor=cli_actor(),
         )
     jobs = [j.status() for j in report.ingested]
     if as_json:

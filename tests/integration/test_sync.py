@@ -166,8 +166,10 @@ def test_sync_deletes_only_removed_files_under_its_own_folder(
 
     gone = stack.doc_id_for(TENANT, a / "gone.pdf")
     (a / "gone.pdf").unlink()
-    report = stack.ingestor.sync(a, tenant=TENANT)
+    report = stack.ingestor.sync(a, tenant=TENANT, actor="cli:tester")
     assert report.deleted == [gone]
+    (entry,) = stack.catalog.audit_entries(TENANT, doc_id=gone)  # who deleted it, and how
+    assert (entry.action, entry.actor, entry.via) == ("delete", "cli:tester", "sync")
     assert all(j.unchanged for j in report.ingested)
     assert gone not in _known(stack) and stack.catalog.document(TENANT, gone) is None
     assert stack.store.points_of_document(TENANT, gone) == []
