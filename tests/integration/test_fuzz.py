@@ -53,6 +53,7 @@ from ingestion.isolation import parse_isolated
 from ingestion.pipeline import SourceInfo
 from ingestion.sources import detect_format
 from services.index_service import IndexService
+from tests.serving import gateway_app
 
 pytestmark = pytest.mark.integration
 
@@ -202,11 +203,7 @@ def _parse(
 
 @pytest.fixture(scope="module")
 def http(service: IndexService) -> Iterator[TestClient]:
-    app = build_app(
-        ServiceClient.in_process(service),
-        service.settings.gateway,
-        KeyRing.from_options(service.settings.gateway),
-    )
+    app = gateway_app(service)
     # A crash must come back as the response it is (a 500), not as an exception in the test.
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client

@@ -26,6 +26,7 @@ from gateway.backend import ServiceClient
 from gateway.client import ApiError, PageSightClient
 from ingestion import samples
 from services.index_service import IndexService
+from tests.serving import gateway_app, warm_service
 
 pytestmark = pytest.mark.integration
 
@@ -46,19 +47,13 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IndexService]:
             uri_allowlist=[inbox.as_uri() + "/"],
         ),
     )
-    svc = IndexService(settings)
-    svc.warm_up()
-    yield svc
-    svc.close()
+    with warm_service(settings) as svc:
+        yield svc
 
 
 @pytest.fixture(scope="module")
 def http(service: IndexService) -> Iterator[TestClient]:
-    app = build_app(
-        ServiceClient.in_process(service),
-        service.settings.gateway,
-        KeyRing.from_options(service.settings.gateway),
-    )
+    app = gateway_app(service)
     with TestClient(app) as client:
         yield client
 

@@ -51,10 +51,9 @@ from starlette import testclient
 
 from core.settings import ApiKeyRecord, GatewayOptions, KeyScope, Settings
 from core.types import AccessFilter
-from gateway.app import build_app
-from gateway.auth import KeyRing, new_key
-from gateway.backend import ServiceClient
+from gateway.auth import new_key
 from services.index_service import IndexService
+from tests.serving import gateway_app, warm_service
 
 pytestmark = pytest.mark.integration
 
@@ -375,20 +374,14 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IndexService]:
         data_dir=tmp_path_factory.mktemp("permissions") / "var",
         gateway=GatewayOptions(api_keys=list(RECORDS), max_upload_bytes=2_000_000),
     )
-    svc = IndexService(settings)
-    svc.warm_up()
-    yield svc
-    svc.close()
+    with warm_service(settings) as svc:
+        yield svc
 
 
 @pytest.fixture(scope="module")
 def http(service: IndexService) -> Iterator[TestClient]:
     """One client: every request carries its caller's headers (none are set on the client)."""
-    app = build_app(
-        ServiceClient.in_process(service),
-        service.settings.gateway,
-        KeyRing.from_options(service.settings.gateway),
-    )
+    app = gateway_app(service)
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client
 

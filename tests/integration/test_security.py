@@ -22,12 +22,11 @@ from fastapi.testclient import TestClient
 
 from core.settings import GatewayOptions, Settings
 from core.types import JobState
-from gateway.app import build_app
 from gateway.auth import FileKeyStore, KeyRing, new_key
-from gateway.backend import ServiceClient
 from gateway.client import ApiError, PageSightClient
 from ingestion import samples
 from services.index_service import IndexService
+from tests.serving import gateway_app, warm_service
 
 pytestmark = pytest.mark.integration
 
@@ -46,19 +45,13 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IndexService]:
             api_keys=[RECORD_FIN, RECORD_HR, RECORD_RO, RECORD_B], max_upload_bytes=2_000_000
         ),
     )
-    svc = IndexService(settings)
-    svc.warm_up()
-    yield svc
-    svc.close()
+    with warm_service(settings) as svc:
+        yield svc
 
 
 @pytest.fixture(scope="module")
 def http(service: IndexService) -> Iterator[TestClient]:
-    app = build_app(
-        ServiceClient.in_process(service),
-        service.settings.gateway,
-        KeyRing.from_options(service.settings.gateway),
-    )
+    app = gateway_app(service)
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client
 
