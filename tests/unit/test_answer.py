@@ -1,4 +1,4 @@
-"""The grounded-answer pipeline (gateway/answer.py) with scripted parts: no index, no model, no
+"""The grounded-answer pipeline (query/answer.py) with scripted parts: no index, no model, no
 server. The candidate search returns crafted passages, the ranker is the fused-score
 pass-through (or a fake cross-encoder), and the LLM is a duck-typed fake whose ``complete()``
 replays scripted replies, so every branch of the citation check is driven exactly.

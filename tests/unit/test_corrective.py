@@ -1,4 +1,4 @@
-"""Corrective retrieval (gateway/corrective.py) with scripted parts: a fake candidate search that
+"""Corrective retrieval (query/corrective.py) with scripted parts: a fake candidate search that
 answers by (query, route) and records what it was asked, and a fake grader that grades by chunk
 id, so each branch of the decision (pass, rewrite, widen, abstain) is driven exactly. The LLM
 grader and rewriter run against a duck-typed fake LLM here; tests/integration/
