@@ -122,6 +122,9 @@ class Page(BaseModel):
     image_size: tuple[int, int] | None = Field(default=None, description="pixels (w, h)")
     has_text_layer: bool = False
     parser: str = Field(default="text-layer", description="what produced this page's elements")
+    label: str | None = Field(
+        default=None, description="printed page label from the PDF's /PageLabels (e.g. 'iv')"
+    )
     warnings: list[str] = Field(default_factory=list)
 
 

@@ -263,7 +263,9 @@ class Catalog:
             doc_id=document.doc_id,
             version=document.version,
             pages=[
-                StructurePage(page_number=p.page_number, width=p.width, height=p.height)
+                StructurePage(
+                    page_number=p.page_number, label=p.label, width=p.width, height=p.height
+                )
                 for p in self.pages(document.tenant, document.doc_id)
             ],
         )

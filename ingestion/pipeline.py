@@ -218,6 +218,7 @@ class DocumentParser:
             image_ref=image_ref,
             image_size=image_size,
             has_text_layer=has_text_layer,
+            label=renderer.label(n),
             warnings=page_warnings,
         )
 

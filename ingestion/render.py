@@ -60,6 +60,11 @@ class Renderer(Protocol):
 
     def render(self, page_number: int, dpi: float) -> RenderedPage: ...
 
+    def label(self, page_number: int) -> str | None:
+        """The page's printed label from the document's page-label table (PDF /PageLabels:
+        ``"iv"``, ``"17"``, ``"A-3"``), or None when the document defines none."""
+        ...
+
 
 class PyMuPdfRenderer:
     """Renders pages of an already opened PyMuPDF document, respecting the pixel limit."""
@@ -73,6 +78,12 @@ class PyMuPdfRenderer:
     def page_size(self, page_number: int) -> tuple[float, float]:
         rect = self._doc.load_page(page_number - 1).rect
         return rect.width, rect.height
+
+    def label(self, page_number: int) -> str | None:
+        if not self._doc.is_pdf:
+            return None
+        label: str = self._doc.load_page(page_number - 1).get_label()
+        return label.strip() or None
 
     def render(self, page_number: int, dpi: float) -> RenderedPage:
         page = self._doc.load_page(page_number - 1)
