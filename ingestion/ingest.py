@@ -33,7 +33,7 @@ from core.protocols import (
     TextEmbedder,
 )
 from core.settings import Settings
-from core.types import EVERYONE, AuditEntry, Chunk, IngestJob, JobState, ParsedDocument
+from core.types import EVERYONE, AuditEntry, Chunk, Document, IngestJob, JobState, ParsedDocument
 from index.base import IndexPoint, VectorStore
 from index.vectors import (
     DENSE_VECTOR,
@@ -120,6 +120,18 @@ def first_stage_rows(
     rows, cols = grid
     blocks = (5, 4) if rows >= cols else (4, 5)
     return pool_blocks(vectors, image_mask, grid, (min(blocks[0], rows), min(blocks[1], cols)))
+
+
+def is_current(
+    document: Document, version: str, acl: list[str], valid_until: datetime | None
+) -> bool:
+    """The stored document already is these bytes with this ACL and validity: ingesting them
+    again changes nothing (a changed ACL or validity re-writes the payloads that carry it)."""
+    return (
+        document.version == version
+        and sorted(document.acl) == sorted(acl)
+        and document.valid_until == valid_until
+    )
 
 
 def display_name(job: IngestJob) -> str:
@@ -412,9 +424,7 @@ class Ingestor:
         (a page index added later counts: enabling visual search re-ingests what it has not
         seen; a changed ACL re-writes the payloads that carry it)."""
         doc = self.catalog.document(job.tenant, job.doc_id)
-        if doc is None or doc.version != version:
-            return False
-        if sorted(doc.acl) != sorted(job.acl) or doc.valid_until != job.valid_until:
+        if doc is None or not is_current(doc, version, job.acl, job.valid_until):
             return False
         return all(
             store.document_versions(job.tenant).get(job.doc_id) == version

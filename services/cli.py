@@ -51,8 +51,6 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
-#: kept for callers of the old name (progress bars draw on stderr)
-console = err
 
 
 def describe_error(exc: BaseException) -> str:

@@ -74,7 +74,7 @@ from gateway.protocol import (
 from gateway.sources import SourcePolicy
 from gateway.tracing import current_trace_id
 from index.traces import open_traces
-from ingestion.ingest import DocumentParseFn, IngestRequest
+from ingestion.ingest import DocumentParseFn, IngestRequest, is_current
 from query.answer import AnsweredQuery, AnswerPipeline
 from services.engine import build_answer_pipeline
 from services.stack import LocalStack
@@ -130,15 +130,6 @@ def _sees_job(caller: Caller, job: IngestJob, hidden: Callable[[str], bool]) -> 
     if job.submitted_by == caller.key_id:
         return True
     return _access(caller).admits(job.tenant, job.acl, job.valid_until) and not hidden(job.doc_id)
-
-
-def _same(document: Document, version: str, acl: list[str], valid_until: datetime | None) -> bool:
-    """The stored document already is these bytes with this ACL and validity."""
-    return (
-        document.version == version
-        and sorted(document.acl) == sorted(acl)
-        and document.valid_until == valid_until
-    )
 
 
 class IndexService:
@@ -368,7 +359,7 @@ class IndexService:
                 # the same name and bytes under an ACL this key cannot see: a copy of its own
                 target, existing = str(uuid.uuid4()), None
         outcome: Outcome = "created" if existing is None else "replaced"
-        if existing is not None and _same(existing, digest, acl, valid_until):
+        if existing is not None and is_current(existing, digest, acl, valid_until):
             outcome = "unchanged"
         request = IngestRequest(
             path=Path(),
