@@ -8,6 +8,14 @@ pairs and scores them (see ../shared/eval/README.md, "Output contract"):
 - ``ndcg@5``: every evidence page has relevance 1;
 - ``evidence_recall@5``/``ndcg@5`` over multi-page questions (``multi_page``);
 - ``by_kind``: the same per question kind, with ``n``;
+- ``routes``: the same for every route asked for (``--route auto,text,keyword``); the first
+  is the headline at the top level;
+- ``with_reference``/``without_reference``: every route and the baseline over the questions
+  that do or do not name the document's structure (``bench/structural_refs.py``), with ``n``;
+- ``halves``: the same over two fixed halves of the documents (``a`` to develop on, ``b`` to
+  check on; a hash of the file name decides);
+- ``per_question``: which pages each route returned, which routes found the evidence, and the
+  references the query parser recognised;
 - ``baseline``: the same keys for page-level BM25 (``\\w+`` tokens, Okapi k1=1.5 b=0.75) over
   each page's text layer, or its OCR text when it has none — measured in this run.
 
@@ -20,6 +28,7 @@ pairs and scores them (see ../shared/eval/README.md, "Output contract"):
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import re
@@ -140,6 +149,49 @@ def load_questions(path: Path, docs: set[str]) -> list[dict[str, Any]]:
     return [q for q in rows if q["doc"] in docs]
 
 
+def half_of(doc: str) -> str:
+    """A fixed split of the documents into halves ``a`` (develop) and ``b`` (check): by a hash
+    of the file name, so it depends on nothing a developer chose."""
+    return "a" if hashlib.sha256(doc.encode()).digest()[0] % 2 == 0 else "b"
+
+
+def parse_cache_fingerprint(settings: Any) -> str:
+    """What a cached parse depends on: the parse settings and the parser's own source files."""
+    digest = hashlib.sha256(settings.parse.model_dump_json().encode())
+    digest.update(str(settings.render.model_dump_json()).encode())
+    ingestion = REPO_ROOT / "ingestion"
+    sources = [
+        *sorted((ingestion / "parse").rglob("*.py")),
+        *sorted((ingestion / "ocr").rglob("*.py")),
+        ingestion / "pipeline.py",
+        ingestion / "render.py",
+    ]
+    for source in sources:
+        digest.update(source.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def cached_parse(cache_dir: Path, fingerprint: str) -> Any:
+    """The isolated parse, memoised on disk by (file bytes, parser fingerprint): re-running
+    the evaluation after a change to chunking, indexing or retrieval re-parses nothing."""
+    from core.types import ParsedDocument
+    from ingestion.isolation import parse_isolated
+
+    def parse(path: Path, settings: Any, source: Any = None, progress: Any = None) -> Any:
+        key = hashlib.sha256(path.read_bytes()).hexdigest()[:24]
+        entry = cache_dir / fingerprint / f"{key}.json"
+        if entry.is_file():
+            parsed = ParsedDocument.model_validate_json(entry.read_text())
+            if source is not None and parsed.document.doc_id == source.doc_id:
+                return parsed
+        parsed = parse_isolated(path, settings, source, progress)
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        entry.write_text(parsed.model_dump_json())
+        return parsed
+
+    return parse
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -148,17 +200,25 @@ def main() -> None:
     ap.add_argument("--questions", type=Path, required=True)
     ap.add_argument("--subset", help="a key of subsets.json next to the questions file")
     ap.add_argument(
-        "--route", default="text", choices=["auto", "text", "keyword", "visual", "hybrid"]
+        "--route",
+        default="text",
+        help="one route or a comma list (auto,text,keyword,visual,hybrid); the first is the "
+        "headline, every one is reported under 'routes'",
     )
     ap.add_argument("--top-k", type=int, default=10)
     ap.add_argument("--data-dir", type=Path, help="keep the index here (default: a temp dir)")
+    ap.add_argument(
+        "--parse-cache", type=Path, help="keep parsed documents here between runs (bench only)"
+    )
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
 
+    from bench.structural_refs import has_structural_reference
     from core.settings import Settings
     from core.types import AccessFilter, RouteName
     from services.stack import LocalStack
 
+    routes = [RouteName(r.strip()) for r in args.route.split(",") if r.strip()]
     if args.subset:
         subsets = json.loads((args.questions.parent / "subsets.json").read_text())
         names = list(subsets[args.subset])
@@ -169,7 +229,12 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(data_dir=args.data_dir or Path(tmp))
-        with LocalStack(settings) as stack:
+        parse = (
+            cached_parse(args.parse_cache, parse_cache_fingerprint(settings))
+            if args.parse_cache
+            else None
+        )
+        with LocalStack(settings, parse=parse) as stack:
             started = time.perf_counter()
             jobs = stack.ingestor.ingest(
                 [stack.request(path, tenant=TENANT) for path in paths.values()],
@@ -181,29 +246,81 @@ def main() -> None:
             name_of = {stack.doc_id_for(TENANT, path): name for name, path in paths.items()}
 
             access = AccessFilter(tenant=TENANT)
-            route = RouteName(args.route)
-            rows, base_rows, latencies = [], [], []
+            rows: dict[str, list[dict[str, Any]]] = {r.value: [] for r in routes}
+            latencies: dict[str, list[float]] = {r.value: [] for r in routes}
+            base_rows: list[dict[str, Any]] = []
+            per_question: list[dict[str, Any]] = []
             baseline = PageBm25(page_texts(paths, stack))
             for q in questions:
-                t0 = time.perf_counter()
-                result = stack.search(q["question"], access, route, args.top_k)
-                latencies.append((time.perf_counter() - t0) * 1000)
-                ranked = [(name_of.get(h.doc_id, h.doc_id), h.page_number) for h in result.hits]
-                common = {"id": q["id"], "kind": q["kind"], "n_evidence": len(q["evidence_pages"])}
-                rows.append({**common, **score_ranking(ranked, q["doc"], q["evidence_pages"])})
+                common = {
+                    "id": q["id"],
+                    "kind": q["kind"],
+                    "n_evidence": len(q["evidence_pages"]),
+                    "reference": has_structural_reference(q["question"]),
+                    "half": half_of(q["doc"]),
+                }
+                detail: dict[str, Any] = {
+                    **common,
+                    "doc": q["doc"],
+                    "evidence_pages": q["evidence_pages"],
+                }
+                for route in routes:
+                    t0 = time.perf_counter()
+                    result = stack.search(q["question"], access, route, args.top_k)
+                    latencies[route.value].append((time.perf_counter() - t0) * 1000)
+                    ranked = [(name_of.get(h.doc_id, h.doc_id), h.page_number) for h in result.hits]
+                    scored = score_ranking(ranked, q["doc"], q["evidence_pages"])
+                    rows[route.value].append({**common, **scored})
+                    detail[route.value] = {
+                        "hit@5": scored["page_hit@5"],
+                        "top5": [f"{d}#{p}" for d, p in ranked[:5]],
+                        "found_by": {
+                            f"{name_of.get(h.doc_id, h.doc_id)}#{h.page_number}": sorted(
+                                h.route_scores
+                            )
+                            for h in result.hits[:5]
+                            if name_of.get(h.doc_id) == q["doc"]
+                            and h.page_number in q["evidence_pages"]
+                        },
+                        "trace_route": result.trace.route.value,
+                        "references": [r.model_dump(mode="json") for r in result.trace.references],
+                    }
                 base = baseline.search(q["question"], args.top_k)
-                base_rows.append({**common, **score_ranking(base, q["doc"], q["evidence_pages"])})
+                base_scored = score_ranking(base, q["doc"], q["evidence_pages"])
+                base_rows.append({**common, **base_scored})
+                detail["baseline"] = {
+                    "hit@5": base_scored["page_hit@5"],
+                    "top5": [f"{d}#{p}" for d, p in base[:5]],
+                }
+                per_question.append(detail)
 
+    def split(selected: Any) -> dict[str, Any]:
+        """Every route and the baseline over the questions ``selected`` keeps."""
+        out: dict[str, Any] = {
+            route: aggregate([r for r in group if selected(r)]) for route, group in rows.items()
+        }
+        out["baseline"] = aggregate([r for r in base_rows if selected(r)])
+        return out
+
+    headline = routes[0].value
+    p50 = {route: statistics.median(values) for route, values in latencies.items()}
     result_json = {
-        "route": args.route,
+        "route": headline,
         "subset": args.subset,
         "docs": len(names),
         "questions": len(questions),
-        **aggregate(rows),
+        **aggregate(rows[headline]),
         "baseline": aggregate(base_rows),
+        "routes": {route: aggregate(group) for route, group in rows.items()},
+        "with_reference": split(lambda r: r["reference"]),
+        "without_reference": split(lambda r: not r["reference"]),
+        "halves": {half: split(lambda r, h=half: r["half"] == h) for half in ("a", "b")},
         "latency_ms": {
-            "p50": round(statistics.median(latencies), 1),
-            "p95": round(sorted(latencies)[int(0.95 * (len(latencies) - 1))], 1),
+            route: {
+                "p50": round(p50[route], 1),
+                "p95": round(sorted(values)[int(0.95 * (len(values) - 1))], 1),
+            }
+            for route, values in latencies.items()
         },
         "ingest": {
             "pages_parsed": parsed_pages,
@@ -213,16 +330,18 @@ def main() -> None:
                 {"path": j.path, "code": j.error_code, "message": j.error_message} for j in failed
             ],
         },
+        "per_question": per_question,
     }
+    if "auto" in p50 and "text" in p50 and p50["text"] > 0:
+        result_json["latency_ms"]["auto_p50_over_text_p50"] = round(p50["auto"] / p50["text"], 3)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result_json, indent=2, ensure_ascii=False))
-    summary = {k: result_json[k] for k in ("page_hit@1", "page_hit@5", "ndcg@5")}
-    base = {k: result_json["baseline"][k] for k in ("page_hit@1", "page_hit@5", "ndcg@5")}
-    print(
-        json.dumps(
-            {"system": summary, "baseline": base, "by_kind": result_json["by_kind"]}, indent=1
-        )
-    )
+    keys = ("page_hit@1", "page_hit@5", "ndcg@5")
+    summary = {
+        route: {k: agg[k] for k in keys} | {"n": agg["n"]}
+        for route, agg in {**result_json["routes"], "baseline": result_json["baseline"]}.items()
+    }
+    print(json.dumps(summary, indent=1))
 
 
 if __name__ == "__main__":

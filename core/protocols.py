@@ -250,7 +250,9 @@ class CatalogRepository(Protocol):
     ) -> list[AuditEntry]: ...
 
     # documents, pages and structure
-    def put_document(self, document: Document, pages: list[Page]) -> list[str]: ...
+    def put_document(
+        self, document: Document, pages: list[Page], structure: DocumentStructure | None = None
+    ) -> list[str]: ...
 
     def delete_document(self, tenant: str, doc_id: str) -> list[str] | None: ...
 
@@ -261,6 +263,14 @@ class CatalogRepository(Protocol):
     def pages(self, tenant: str, doc_id: str) -> list[Page]: ...
 
     def structure(self, document: Document) -> DocumentStructure: ...
+
+
+class StructureSource(Protocol):
+    """Documents' structure (page labels, sections, numbered items) for the query side:
+    reference resolution and section search read it. Returns None for a document ``access``
+    may not see, exactly as for one that does not exist."""
+
+    def structure_of(self, access: AccessFilter, doc_id: str) -> DocumentStructure | None: ...
 
 
 class TraceRepository(Protocol):

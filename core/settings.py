@@ -139,17 +139,44 @@ class ParseOptions(BaseModel):
 class ChunkOptions(BaseModel):
     max_chars: int = Field(default=1200, ge=200, description="split longer text at sentence ends")
     min_chars: int = Field(default=200, ge=0, description="merge shorter neighbours in a section")
+    table_rows: bool = Field(
+        default=True, description="also index statement tables row by row (one unit per row)"
+    )
+    max_table_rows: int = Field(default=80, ge=1, le=1000, description="row units per table")
 
 
 class RetrievalOptions(BaseModel):
     candidates: int = Field(default=100, ge=1, le=1000, description="per route, before fusion")
     rrf_k: float = Field(default=60.0, gt=0, description="reciprocal rank fusion constant")
     weights: dict[str, float] = Field(
-        default_factory=lambda: {"dense": 1.0, "keyword": 1.0, "visual": 0.7},
+        default_factory=lambda: {
+            "dense": 1.0,
+            "keyword": 1.0,
+            "visual": 0.7,
+            "page": 1.0,
+            "reference": 2.0,
+            "section": 0.5,
+        },
         description=(
             "weight of each route's ranked list in fusion; visual is below 1 so that a model "
-            "that knows nothing costs <= 0.05 page_hit@5 (tests/unit/test_fusion_quality.py)"
+            "that knows nothing costs <= 0.05 page_hit@5 (tests/unit/test_fusion_quality.py); "
+            "'page' is the page-aggregated keyword signal, 'reference' the pages a query's "
+            "'page 17'/'Figure 3'/'Note 7' resolved to, 'section' the pages of the sections "
+            "whose titles match (query.structure_search)"
         ),
+    )
+    page_candidates: int = Field(
+        default=300,
+        ge=1,
+        le=2000,
+        description="keyword chunks the page route aggregates (the keyword route ranks "
+        "the first `candidates` of them)",
+    )
+    structure_documents: int = Field(
+        default=3,
+        ge=1,
+        le=20,
+        description="leading documents in which references and section titles are resolved",
     )
     model_weights: dict[str, float] = Field(
         default_factory=dict,

@@ -111,6 +111,11 @@ class Document(BaseModel):
     page_count: int = 0
     source_format: SourceFormat = SourceFormat.PDF
     size_bytes: int = 0
+    structure_version: int = Field(
+        default=0,
+        description="the structure and payload rules it was indexed with "
+        "(ingestion.structure.STRUCTURE_VERSION); re-ingesting re-parses an older one",
+    )
 
 
 class Page(BaseModel):
@@ -123,7 +128,14 @@ class Page(BaseModel):
     has_text_layer: bool = False
     parser: str = Field(default="text-layer", description="what produced this page's elements")
     label: str | None = Field(
-        default=None, description="printed page label from the PDF's /PageLabels (e.g. 'iv')"
+        default=None,
+        description="printed page label: the PDF's /PageLabels, else the folio read in a "
+        "header or footer (e.g. 'iv', '17')",
+    )
+    margin_text: list[str] = Field(
+        default_factory=list,
+        description="short lines in the top and bottom margins (running heads, folios): what "
+        "folio detection reads; not indexed",
     )
     warnings: list[str] = Field(default_factory=list)
 
@@ -160,6 +172,11 @@ class Chunk(BaseModel):
     bboxes: list[tuple[int, BBox]] = Field(
         default_factory=list, description="(page_number, bbox) of each element that has one"
     )
+    unit: Literal["chunk", "table_row"] = Field(
+        default="chunk",
+        description="'table_row': one row of a statement table with its headers, indexed "
+        "besides the whole table so a single line item can be found",
+    )
 
 
 class ParseWarning(BaseModel):
@@ -170,6 +187,14 @@ class ParseWarning(BaseModel):
     message: str
 
 
+class OutlineEntry(BaseModel):
+    """One entry of the PDF's own outline (bookmarks)."""
+
+    level: int = Field(ge=1)
+    title: str
+    page_number: int = Field(description="1-based; <= 0 when the entry points nowhere")
+
+
 class ParsedDocument(BaseModel):
     """What the parse stage hands to chunking and indexing."""
 
@@ -177,6 +202,7 @@ class ParsedDocument(BaseModel):
     pages: list[Page]
     elements: list[Element]
     warnings: list[ParseWarning] = Field(default_factory=list)
+    outline: list[OutlineEntry] = Field(default_factory=list)
 
     def elements_on(self, page_number: int) -> list[Element]:
         return [e for e in self.elements if e.page_number == page_number]
@@ -314,6 +340,9 @@ class PageHit(BaseModel):
 
     doc_id: str
     page_number: int
+    page_label: str | None = Field(
+        default=None, description="the page's printed label ('17', 'iv'), where known"
+    )
     rank: int = Field(ge=1)
     score: float = Field(description="fused score of the page's best candidate")
     route_scores: dict[str, float] = Field(
@@ -434,6 +463,45 @@ class AnswerTrace(BaseModel):
     )
 
 
+class StructuralReference(BaseModel):
+    """A place in a document that a query names by the document's own structure."""
+
+    kind: Literal[
+        "page",
+        "slide",
+        "position",
+        "figure",
+        "table",
+        "equation",
+        "section",
+        "chapter",
+        "note",
+        "appendix",
+        "cover",
+        "titled",
+    ]
+    text: str = Field(description="the words of the query that name it")
+    value: str | None = Field(
+        default=None, description="as printed: '17', 'iv', '2.1', '4b', 'B'; a title for 'titled'"
+    )
+    end: str | None = Field(default=None, description="last page of a range ('pages 3-5')")
+    position: int | None = Field(
+        default=None, description="'position': 1 first, 2 second, -1 last, -2 second last"
+    )
+
+
+class ResolvedReference(BaseModel):
+    """Where a reference led, for the trace: pages per document, or why nowhere."""
+
+    reference: StructuralReference
+    pages: list[tuple[str, int]] = Field(
+        default_factory=list, description="(doc_id, page number) it resolved to"
+    )
+    unresolved: str | None = Field(
+        default=None, description="why it led nowhere, e.g. 'no page 300: 212 pages'"
+    )
+
+
 class RetrievalTrace(BaseModel):
     """What a query did, for debugging and audit (DESIGN.md section 5: a trace per query)."""
 
@@ -451,6 +519,10 @@ class RetrievalTrace(BaseModel):
     doc_ids: list[str] = Field(
         default_factory=list,
         description="every document a candidate came from (deleting one purges the trace)",
+    )
+    references: list[ResolvedReference] = Field(
+        default_factory=list,
+        description="structural references the query named and where they resolved",
     )
     answer: AnswerTrace | None = Field(
         default=None, description="set when the query was a /v1/answer request"
@@ -660,6 +732,9 @@ class StructurePage(BaseModel):
 
     page_number: int = Field(ge=1)
     label: str | None = None
+    label_source: Literal["pdf", "folio"] | None = Field(
+        default=None, description="'pdf': the PDF's /PageLabels; 'folio': read on the page"
+    )
     width: float = 0.0
     height: float = 0.0
 

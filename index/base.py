@@ -487,6 +487,24 @@ class VectorStore(ABC):
         with self._backend_errors(Stage.INDEX, "delete"):
             self._delete(selection)
 
+    def delete_points(self, tenant: str, doc_id: str, keep: set[str]) -> None:
+        """Delete every point of ``doc_id`` in ``tenant`` whose id is not in ``keep``: what a
+        re-parse of the same version leaves behind when it makes fewer points."""
+        self._check_open()
+        if not tenant or not doc_id:
+            raise ValueError("delete_points needs a tenant and a doc_id")
+        with self._backend_errors(Stage.INDEX, "delete"):
+            stale = [
+                point.id
+                for point in self._scroll(Selection(tenant=tenant, doc_ids=(doc_id,)), ["doc_id"])
+                if point.id not in keep
+            ]
+            for start in range(0, len(stale), self._upsert_batch):
+                selection = Selection(tenant=tenant, doc_ids=(doc_id,)).with_ids(
+                    stale[start : start + self._upsert_batch]
+                )
+                self._delete(selection)
+
     def flush(self) -> None:
         """Make every acknowledged write durable (a no-op where the backend already is)."""
         self._check_open()

@@ -10,7 +10,9 @@ WAL mode: one writer (the ingest process or the server), many readers.
 from __future__ import annotations
 
 import sqlite3
+import threading
 import uuid
+from collections import OrderedDict
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from core.protocols import CatalogRepository
 from core.settings import Settings
 from core.sqlite import SqliteDb
 from core.types import (
+    AccessFilter,
     AuditEntry,
     Document,
     DocumentStructure,
@@ -62,6 +65,13 @@ CREATE TABLE IF NOT EXISTS audit (
     body TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS audit_tenant ON audit(tenant, seq);
+CREATE TABLE IF NOT EXISTS structures (
+    tenant TEXT NOT NULL,
+    doc_id TEXT NOT NULL,
+    version TEXT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (tenant, doc_id)
+);
 """
 
 
@@ -212,14 +222,28 @@ class Catalog:
 
     # -- documents and pages ----------------------------------------------------------------
 
-    def put_document(self, document: Document, pages: list[Page]) -> list[str]:
-        """Record a document version and its pages; return image refs no page uses any more."""
+    def put_document(
+        self, document: Document, pages: list[Page], structure: DocumentStructure | None = None
+    ) -> list[str]:
+        """Record a document version, its pages and its structure; return image refs no page
+        uses any more."""
         with self._tx() as db:
             old_refs = self._image_refs(db, document.tenant, document.doc_id)
-            db.execute(
-                "DELETE FROM pages WHERE tenant = ? AND doc_id = ?",
-                (document.tenant, document.doc_id),
-            )
+            for table in ("pages", "structures"):
+                db.execute(
+                    f"DELETE FROM {table} WHERE tenant = ? AND doc_id = ?",
+                    (document.tenant, document.doc_id),
+                )
+            if structure is not None:
+                db.execute(
+                    "INSERT INTO structures (tenant, doc_id, version, body) VALUES (?,?,?,?)",
+                    (
+                        document.tenant,
+                        document.doc_id,
+                        document.version,
+                        structure.model_dump_json(),
+                    ),
+                )
             db.execute(
                 "INSERT OR REPLACE INTO documents (tenant, doc_id, version, body) VALUES (?,?,?,?)",
                 (document.tenant, document.doc_id, document.version, document.model_dump_json()),
@@ -241,8 +265,11 @@ class Catalog:
                 "SELECT 1 FROM documents WHERE tenant = ? AND doc_id = ?", (tenant, doc_id)
             ).fetchone()
             refs = self._image_refs(db, tenant, doc_id)
-            db.execute("DELETE FROM pages WHERE tenant = ? AND doc_id = ?", (tenant, doc_id))
-            db.execute("DELETE FROM documents WHERE tenant = ? AND doc_id = ?", (tenant, doc_id))
+            for table in ("pages", "structures", "documents"):
+                db.execute(
+                    f"DELETE FROM {table} WHERE tenant = ? AND doc_id = ?",
+                    (tenant, doc_id),
+                )
             orphans = self._orphaned(db, tenant, refs)
         return orphans if found else None
 
@@ -257,8 +284,15 @@ class Catalog:
         return [Document.model_validate_json(r[0]) for r in rows]
 
     def structure(self, document: Document) -> DocumentStructure:
-        """What the catalog knows of ``document``'s structure: its pages today; labels,
-        sections and numbered items once ingestion captures them."""
+        """``document``'s structure as ingestion captured it: page labels, sections, numbered
+        figures and tables. A document indexed before structure was captured has its pages
+        only (re-ingesting it re-parses it: see ``Document.structure_version``)."""
+        rows = self._rows(
+            "SELECT body FROM structures WHERE tenant = ? AND doc_id = ? AND version = ?",
+            (document.tenant, document.doc_id, document.version),
+        )
+        if rows:
+            return DocumentStructure.model_validate_json(rows[0][0])
         return DocumentStructure(
             doc_id=document.doc_id,
             version=document.version,
@@ -296,6 +330,35 @@ class Catalog:
             ).fetchone()
             is None
         )
+
+
+class CatalogStructures:
+    """:class:`~core.protocols.StructureSource` over a catalog, with the permission rule of
+    every other read and a small cache: a structure is read (and validated) once per document
+    version, not once per query."""
+
+    def __init__(self, catalog: CatalogRepository, cache_size: int = 256) -> None:
+        self.catalog = catalog
+        self._cache: OrderedDict[tuple[str, str, str], DocumentStructure] = OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+
+    def structure_of(self, access: AccessFilter, doc_id: str) -> DocumentStructure | None:
+        document = self.catalog.document(access.tenant, doc_id)
+        if document is None or not access.admits_document(document):
+            return None
+        key = (document.tenant, document.doc_id, document.version)
+        with self._lock:
+            cached = self._cache.get(key)
+            if cached is not None:
+                self._cache.move_to_end(key)
+                return cached
+        structure = self.catalog.structure(document)
+        with self._lock:
+            self._cache[key] = structure
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return structure
 
 
 def open_catalog(settings: Settings) -> CatalogRepository:

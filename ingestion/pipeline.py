@@ -23,7 +23,14 @@ from typing import TYPE_CHECKING
 from core.errors import ErrorCode, PageSightError
 from core.ids import file_version, make_doc_id
 from core.settings import Settings
-from core.types import Document, Page, ParsedDocument, ParseWarning, SourceFormat
+from core.types import (
+    Document,
+    OutlineEntry,
+    Page,
+    ParsedDocument,
+    ParseWarning,
+    SourceFormat,
+)
 from ingestion.parse.blocks import ElementAssembler, RawBlock
 from ingestion.sources import check_file, detect_format
 
@@ -125,7 +132,13 @@ class DocumentParser:
     def _parse_pdf(
         self, doc: pymupdf.Document, document: Document, progress: ProgressCallback | None
     ) -> ParsedDocument:
-        from ingestion.parse.pdf import LayoutPageParser, needs_ocr, page_text_stats
+        from ingestion.parse.pdf import (
+            LayoutPageParser,
+            margin_text,
+            needs_ocr,
+            page_margin_text,
+            page_text_stats,
+        )
         from ingestion.render import PyMuPdfRenderer
 
         options = self.settings.parse
@@ -165,12 +178,16 @@ class DocumentParser:
                     )
             for n in batch:
                 pages[n] = self._page(document, renderer, n, has_text_layer=True)
+                pages[n].margin_text = page_margin_text(doc.load_page(n - 1))
                 advance()
         for n in sorted(ocr_pages):
             page = self._page(document, renderer, n, has_text_layer=False)
             page.parser = self.ocr_engine.name
             try:
                 page.parser, blocks[n] = self._ocr_page(renderer, n)
+                page.margin_text = margin_text(
+                    ((b.text, b.bbox) for b in blocks[n] if b.bbox is not None), page.height
+                )
             except PageSightError as exc:
                 warnings.append(ParseWarning(code=exc.code, page_number=n, message=exc.message))
             pages[n] = page
@@ -179,7 +196,8 @@ class DocumentParser:
         if self.vlm_engine is not None:
             self._vlm_pages(doc, renderer, ocr_pages, pages, blocks, warnings)
 
-        assembler = ElementAssembler(outline=[tuple(e[:3]) for e in doc.get_toc(simple=True)])
+        toc = doc.get_toc(simple=True)
+        assembler = ElementAssembler(outline=[tuple(e[:3]) for e in toc])
         elements = assembler.assemble(
             document.doc_id,
             document.version,
@@ -195,6 +213,11 @@ class DocumentParser:
             pages=[pages[n] for n in range(1, total + 1)],
             elements=elements,
             warnings=warnings,
+            outline=[
+                OutlineEntry(level=level, title=" ".join(str(title).split()), page_number=page)
+                for level, title, page, *_ in toc
+                if str(title).strip()
+            ],
         )
 
     def _page(self, document: Document, renderer: Renderer, n: int, has_text_layer: bool) -> Page:

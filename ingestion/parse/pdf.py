@@ -152,6 +152,46 @@ def needs_ocr(stats: PageTextStats, options: ParseOptions) -> bool:
     return stats.image_coverage >= options.image_only_min_coverage or stats.has_graphics
 
 
+#: Share of the page height at the top and at the bottom where running heads and folios sit.
+MARGIN_BAND = 0.1
+_MARGIN_LINE_CHARS = 100
+_MARGIN_LINES_PER_BAND = 4
+
+
+def margin_text(lines: Iterable[tuple[str, BBox]], height: float) -> list[str]:
+    """The short lines wholly inside the top and bottom bands of a page, nearest the edge
+    first within each band: running heads, footers and printed page numbers (folios).
+
+    The layout model drops page headers and footers as noise for retrieval, but they are
+    what tells "page 17" from the 19th sheet of the file.
+    """
+    top: list[tuple[float, str]] = []
+    bottom: list[tuple[float, str]] = []
+    for text, box in lines:
+        text = " ".join(text.split())
+        if not text or len(text) > _MARGIN_LINE_CHARS:
+            continue
+        if box.y1 <= MARGIN_BAND * height:
+            top.append((box.y0, text))
+        elif box.y0 >= (1 - MARGIN_BAND) * height:
+            bottom.append((-box.y1, text))
+    top.sort()
+    bottom.sort()
+    picked = top[:_MARGIN_LINES_PER_BAND] + bottom[:_MARGIN_LINES_PER_BAND]
+    return [text for _, text in picked]
+
+
+def page_margin_text(page: pymupdf.Page) -> list[str]:
+    """:func:`margin_text` of a born-digital page's text layer."""
+    lines = (
+        (_line_text(line), BBox.of(line["bbox"]))
+        for block in page.get_text("dict")["blocks"]
+        if block.get("type") == 0
+        for line in block.get("lines", [])
+    )
+    return margin_text(lines, page.rect.height)
+
+
 # --------------------------------------------------------------------------------------------
 # Born-digital pages: the layout model.
 
