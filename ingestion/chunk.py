@@ -37,10 +37,30 @@ Rules, in the order they apply:
    last whitespace that fits or, with none (CJK), at ``max_chars``. Every piece of a split
    element carries that element's id and bbox: elements have no finer geometry.
 
+5. **Table rows.** A statement-style table (:func:`ingestion.tables.is_statement_table`: three or
+   more data rows labelled with words, a numeric column, not a table of contents) is also indexed
+   row by row, after all the chunks of rules 1-4: one extra chunk per data row with
+   ``unit="table_row"``, its text the caption, then the line item and each value with its column
+   header and the table's unit ("Current assets: Inventories | December 31, 2016: 11,461 | 2017:
+   16,047 (in millions)"). The whole-table chunk stays: it answers questions about the table as a
+   whole and is the verbatim markdown, whereas a row text is a rendering (header labels added,
+   split "$" and "1,234" cells joined) and must not be matched against the page as a quote. The
+   rows are there because a filing has dozens of look-alike statement tables and a question asks
+   for one line item in one year; in a whole-table chunk that line is a few percent of the text,
+   diluted in BM25 and in the dense embedding, while a row unit is nothing but that line and the
+   headers that say what its numbers are. A row chunk names the table element only
+   (``element_ids``, ``bboxes``, its page, ``kinds=[TABLE]``, the table's ``section_path``), so
+   citations point at the table. The section path is not repeated in the row text:
+   :func:`ingestion.ingest.chunk_index_text` puts it in front of every chunk's indexed text
+   already. ``ChunkOptions.table_rows`` turns rows off; ``max_table_rows`` caps them per table (a
+   10,000-row dump must not flood the index); a row text is at most
+   :data:`ingestion.tables.MAX_ROW_TEXT_CHARS` characters.
+
 Chunks may span pages (a paragraph continuing onto the next page in the same section):
 ``page_numbers`` lists every page in order and ``bboxes`` holds one ``(page, bbox)`` per element.
-Chunk ids are ``chunk_id(doc_id, version, seq)`` with ``seq`` the chunk's position, so the same
-parsed document always gives identical chunks.
+Chunk ids are ``chunk_id(doc_id, version, seq)`` with ``seq`` the chunk's position (row chunks
+continue the numbering after the last ordinary chunk), so the same parsed document always gives
+identical chunks, and turning table rows on or off never renumbers the ordinary ones.
 """
 
 from __future__ import annotations
@@ -51,6 +71,7 @@ from dataclasses import dataclass, field
 from core.ids import chunk_id
 from core.settings import ChunkOptions
 from core.types import ATOMIC_KINDS, BBox, Chunk, Element, ElementKind, ParsedDocument
+from ingestion.tables import is_statement_table, parse_markdown_tables, row_texts
 
 #: Joins the texts of the elements inside one chunk.
 ELEMENT_SEPARATOR = "\n"
@@ -234,13 +255,28 @@ class Chunker:
     def __call__(self, parsed: ParsedDocument) -> list[Chunk]:
         document = parsed.document
         elements = sorted(parsed.elements, key=lambda e: (e.page_number, e.seq))
+        sections = _sections(elements)
         drafts: list[_Draft] = []
-        for section in _sections(elements):
+        for section in sections:
             drafts.extend(self._chunk_section(section))
-        return [
+        chunks = [
             _to_chunk(draft, document.doc_id, document.version, seq)
             for seq, draft in enumerate(drafts)
         ]
+        if self.options.table_rows:
+            for section in sections:
+                for unit in _units(section):
+                    if isinstance(unit, _AtomicUnit) and unit.element.kind == ElementKind.TABLE:
+                        chunks.extend(
+                            _row_chunks(
+                                unit,
+                                document.doc_id,
+                                document.version,
+                                len(chunks),
+                                self.options.max_table_rows,
+                            )
+                        )
+        return chunks
 
     def _chunk_section(self, section: list[Element]) -> list[_Draft]:
         max_chars, min_chars = self.options.max_chars, self.options.min_chars
@@ -412,6 +448,35 @@ def _atomic_draft(unit: _AtomicUnit, path: list[str]) -> _Draft:
     if text:
         draft.parts.append(text)
     return draft
+
+
+def _row_chunks(
+    unit: _AtomicUnit, doc_id: str, version: str, first_seq: int, max_rows: int
+) -> list[Chunk]:
+    """Rule 5: one chunk per data row of a statement table (none for other tables)."""
+    table = unit.element
+    texts: list[str] = []
+    for grid in parse_markdown_tables(table.text):
+        if len(texts) >= max_rows:
+            break
+        if is_statement_table(grid):
+            texts.extend(row_texts(grid, unit.caption or None, max_rows=max_rows - len(texts)))
+    bboxes = [(table.page_number, table.bbox)] if table.bbox is not None else []
+    return [
+        Chunk(
+            chunk_id=chunk_id(doc_id, version, first_seq + offset),
+            doc_id=doc_id,
+            seq=first_seq + offset,
+            element_ids=[table.element_id],
+            page_numbers=[table.page_number],
+            section_path=list(table.section_path),
+            kinds=[ElementKind.TABLE],
+            text=text,
+            bboxes=list(bboxes),
+            unit="table_row",
+        )
+        for offset, text in enumerate(texts)
+    ]
 
 
 def _to_chunk(draft: _Draft, doc_id: str, version: str, seq: int) -> Chunk:
