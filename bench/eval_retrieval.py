@@ -28,6 +28,7 @@ pairs and scores them (see ../shared/eval/README.md, "Output contract"):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import math
@@ -37,7 +38,7 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,8 @@ def score_ranking(
 
 
 def aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    if not rows:
+        return {"n": 0}
     keys = [f"page_hit@{k}" for k in KS] + ["ndcg@5"]
     out: dict[str, Any] = {k: round(statistics.fmean(r[k] for r in rows), 4) for k in keys}
     out["n"] = len(rows)
@@ -143,6 +146,22 @@ def page_texts(paths: dict[str, Path], stack: Any) -> dict[tuple[str, int], str]
 
 # -- run -------------------------------------------------------------------------------------
 
+#: The fusion routes that follow the document's structure (query.structure_search).
+STRUCTURE_ROUTES = ("page", "reference", "section")
+
+
+@contextlib.contextmanager
+def routes_off(stack: Any, names: Iterable[str]) -> Iterator[None]:
+    """Fusion weight 0 for ``names`` while the block runs: the same index, without them."""
+    weights = stack.retriever.options.weights
+    saved = dict(weights)
+    weights.update({name: 0.0 for name in names})
+    try:
+        yield
+    finally:
+        weights.clear()
+        weights.update(saved)
+
 
 def load_questions(path: Path, docs: set[str]) -> list[dict[str, Any]]:
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
@@ -210,6 +229,12 @@ def main() -> None:
     ap.add_argument(
         "--parse-cache", type=Path, help="keep parsed documents here between runs (bench only)"
     )
+    ap.add_argument(
+        "--ablate",
+        default="",
+        help="comma list of fusion routes (page,reference,section; 'structure' = all three) to "
+        "switch off, one at a time, on the headline route: reported under 'ablations'",
+    )
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
 
@@ -246,6 +271,11 @@ def main() -> None:
             name_of = {stack.doc_id_for(TENANT, path): name for name, path in paths.items()}
 
             access = AccessFilter(tenant=TENANT)
+            ablations = {
+                name: STRUCTURE_ROUTES if name == "structure" else (name,)
+                for name in (a.strip() for a in args.ablate.split(",") if a.strip())
+            }
+            ablation_rows: dict[str, list[dict[str, Any]]] = {f"no_{a}": [] for a in ablations}
             rows: dict[str, list[dict[str, Any]]] = {r.value: [] for r in routes}
             latencies: dict[str, list[float]] = {r.value: [] for r in routes}
             base_rows: list[dict[str, Any]] = []
@@ -285,6 +315,13 @@ def main() -> None:
                         "trace_route": result.trace.route.value,
                         "references": [r.model_dump(mode="json") for r in result.trace.references],
                     }
+                for name, switched_off in ablations.items():
+                    with routes_off(stack, switched_off):
+                        result = stack.search(q["question"], access, routes[0], args.top_k)
+                    ranked = [(name_of.get(h.doc_id, h.doc_id), h.page_number) for h in result.hits]
+                    scored = score_ranking(ranked, q["doc"], q["evidence_pages"])
+                    ablation_rows[f"no_{name}"].append({**common, **scored})
+                    detail[f"{routes[0].value}_no_{name}"] = {"hit@5": scored["page_hit@5"]}
                 base = baseline.search(q["question"], args.top_k)
                 base_scored = score_ranking(base, q["doc"], q["evidence_pages"])
                 base_rows.append({**common, **base_scored})
@@ -312,6 +349,17 @@ def main() -> None:
         **aggregate(rows[headline]),
         "baseline": aggregate(base_rows),
         "routes": {route: aggregate(group) for route, group in rows.items()},
+        "ablations": {
+            name: {
+                "all": aggregate(group),
+                "with_reference": aggregate([r for r in group if r["reference"]]),
+                "halves": {
+                    half: aggregate([r for r in group if r["half"] == half]) for half in ("a", "b")
+                },
+            }
+            for name, group in ablation_rows.items()
+            if group
+        },
         "with_reference": split(lambda r: r["reference"]),
         "without_reference": split(lambda r: not r["reference"]),
         "halves": {half: split(lambda r, h=half: r["half"] == h) for half in ("a", "b")},

@@ -154,15 +154,16 @@ class RetrievalOptions(BaseModel):
             "keyword": 1.0,
             "visual": 0.7,
             "page": 1.0,
-            "reference": 2.0,
+            "reference": 3.0,
             "section": 0.5,
         },
         description=(
             "weight of each route's ranked list in fusion; visual is below 1 so that a model "
             "that knows nothing costs <= 0.05 page_hit@5 (tests/unit/test_fusion_quality.py); "
             "'page' is the page-aggregated keyword signal, 'reference' the pages a query's "
-            "'page 17'/'Figure 3'/'Note 7' resolved to, 'section' the pages of the sections "
-            "whose titles match (query.structure_search)"
+            "'page 17'/'Figure 3'/'Note 7' resolved to (3: a resolved reference in the "
+            "leading document outranks a page that keyword, dense and page all rank first), "
+            "'section' the pages of the sections whose titles match (query.structure_search)"
         ),
     )
     page_candidates: int = Field(

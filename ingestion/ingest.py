@@ -33,7 +33,16 @@ from core.protocols import (
     TextEmbedder,
 )
 from core.settings import Settings
-from core.types import EVERYONE, AuditEntry, Chunk, Document, IngestJob, JobState, ParsedDocument
+from core.types import (
+    EVERYONE,
+    AuditEntry,
+    Chunk,
+    Document,
+    DocumentStructure,
+    IngestJob,
+    JobState,
+    ParsedDocument,
+)
 from index.base import IndexPoint, VectorStore
 from index.vectors import (
     DENSE_VECTOR,
@@ -45,6 +54,7 @@ from ingestion.chunk import Chunker
 from ingestion.isolation import parse_isolated
 from ingestion.pipeline import SourceInfo
 from ingestion.render import PageImageStore
+from ingestion.structure import STRUCTURE_VERSION, build_structure
 
 log = logging.getLogger(__name__)
 
@@ -77,9 +87,14 @@ def chunk_index_text(chunk: Chunk, title: str | None) -> str:
     return f"{context}\n{chunk.text}" if context else chunk.text
 
 
-def chunk_payload(chunk: Chunk, parsed: ParsedDocument, acl: list[str]) -> dict[str, Any]:
+def chunk_payload(
+    chunk: Chunk, parsed: ParsedDocument, acl: list[str], labels: dict[int, str] | None = None
+) -> dict[str, Any]:
+    """What a chunk's point carries. ``labels`` maps page numbers to printed page labels; the
+    chunk's own pages' labels travel with it, so a hit can say "printed page 17"."""
     doc = parsed.document
     parsers = sorted({e.parser for e in parsed.elements if e.element_id in set(chunk.element_ids)})
+    labels = labels or {}
     return {
         "doc_id": doc.doc_id,
         "version": doc.version,
@@ -88,6 +103,8 @@ def chunk_payload(chunk: Chunk, parsed: ParsedDocument, acl: list[str]) -> dict[
         "chunk_id": chunk.chunk_id,
         "seq": chunk.seq,
         "page_numbers": chunk.page_numbers,
+        "page_labels": {str(n): labels[n] for n in chunk.page_numbers if n in labels},
+        "unit": chunk.unit,
         "kinds": [k.value for k in chunk.kinds],
         "section_path": chunk.section_path,
         "element_ids": chunk.element_ids,
@@ -125,13 +142,29 @@ def first_stage_rows(
 def is_current(
     document: Document, version: str, acl: list[str], valid_until: datetime | None
 ) -> bool:
-    """The stored document already is these bytes with this ACL and validity: ingesting them
-    again changes nothing (a changed ACL or validity re-writes the payloads that carry it)."""
+    """The stored document already is these bytes with this ACL and validity, indexed under
+    today's structure rules: ingesting them again changes nothing (a changed ACL or validity
+    re-writes the payloads that carry it; an older ``structure_version`` re-parses it)."""
     return (
-        document.version == version
+        document.structure_version == STRUCTURE_VERSION
+        and document.version == version
         and sorted(document.acl) == sorted(acl)
         and document.valid_until == valid_until
     )
+
+
+def with_structure(parsed: ParsedDocument) -> DocumentStructure:
+    """Capture ``parsed``'s structure and stamp it on the document: page labels found on the
+    page (folios) join the /PageLabels ones on the pages, so payloads and the page API show
+    them too."""
+    structure = build_structure(parsed)
+    labels = {p.page_number: p for p in structure.pages if p.label}
+    for page in parsed.pages:
+        found = labels.get(page.page_number)
+        if page.label is None and found is not None:
+            page.label = found.label
+    parsed.document.structure_version = STRUCTURE_VERSION
+    return structure
 
 
 def display_name(job: IngestJob) -> str:
@@ -392,6 +425,7 @@ class Ingestor:
                 progress=(lambda done, total: progress(job, done, total)) if progress else None,
             )
             stage = Stage.CHUNK
+            structure = with_structure(parsed)
             chunks = self.chunker(parsed)
             job = self.catalog.advance(
                 job,
@@ -405,7 +439,9 @@ class Ingestor:
             page_points = self._page_points(parsed, job.acl)
             job = self.catalog.advance(job, JobState.INDEXING)
             stage = Stage.INDEX
-            self._write(parsed, points, page_points, job.submitted_by, _via(job.submitted_by))
+            self._write(
+                parsed, structure, points, page_points, job.submitted_by, _via(job.submitted_by)
+            )
             return self.catalog.advance(job, JobState.READY)
         except PageSightError as exc:
             log.warning("ingest failed for %s: %s", job.path, exc)
@@ -435,6 +471,7 @@ class Ingestor:
         self, parsed: ParsedDocument, chunks: list[Chunk], acl: list[str]
     ) -> list[IndexPoint]:
         title = parsed.document.title
+        labels = {p.page_number: p.label for p in parsed.pages if p.label}
         texts = [chunk_index_text(c, title) for c in chunks]
         points: list[IndexPoint] = []
         for start in range(0, len(chunks), self.embed_batch):
@@ -448,7 +485,7 @@ class Ingestor:
                         id=point_id(parsed.document.tenant, chunk.chunk_id),
                         dense={DENSE_VECTOR: vector.tolist()},
                         sparse={SPARSE_VECTOR: lexical},
-                        payload=chunk_payload(chunk, parsed, acl),
+                        payload=chunk_payload(chunk, parsed, acl, labels),
                     )
                 )
         return points
@@ -483,6 +520,7 @@ class Ingestor:
                             "acl": acl or [EVERYONE],
                             "valid_until": doc.valid_until.timestamp() if doc.valid_until else None,
                             "page_number": page.page_number,
+                            "label": page.label,
                             "width": page.width,
                             "height": page.height,
                             "grid": list(embedded.grid),
@@ -511,12 +549,14 @@ class Ingestor:
     def _write(
         self,
         parsed: ParsedDocument,
+        structure: DocumentStructure,
         points: list[IndexPoint],
         page_points: list[IndexPoint],
         actor: str | None = None,
         via: str = "",
     ) -> None:
         doc = parsed.document
+        previous = self.catalog.document(doc.tenant, doc.doc_id)
         for store, batch in ((self.store, points), (self.page_store, page_points)):
             if store is None:
                 continue
@@ -524,9 +564,12 @@ class Ingestor:
                 store.upsert(batch)
             # Only now do older versions go: a reader never sees the document vanish mid-update.
             store.delete_document(doc.tenant, doc.doc_id, keep_version=doc.version)
+            if previous is not None and previous.version == doc.version:
+                # The same bytes parsed again under newer rules: points of the old parse that
+                # the new one did not overwrite (it made fewer chunks) go too.
+                store.delete_points(doc.tenant, doc.doc_id, keep={p.id for p in batch})
             store.flush()
-        previous = self.catalog.document(doc.tenant, doc.doc_id)
-        for ref in self.catalog.put_document(doc, parsed.pages):
+        for ref in self.catalog.put_document(doc, parsed.pages, structure):
             self.images.delete(ref)
         if previous is not None:
             self.catalog.audit(

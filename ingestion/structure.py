@@ -672,39 +672,47 @@ def _sections(parsed: ParsedDocument, last_page: int) -> list[StructureSection]:
         if e.kind == ElementKind.TITLE
     }
     outline = [e for e in parsed.outline if 1 <= e.page_number <= last_page and e.title.strip()]
-    headings: list[_Heading] = []
+    placed: list[tuple[int, int, _Heading]] = []  # (page, seq on the page, heading)
+    in_outline: set[tuple[int, str]] = set()
+    depth = 0
     if len(outline) >= 2:
+        depth = max(entry.level for entry in outline)
         stack: list[OutlineEntry] = []
         for entry in outline:
             while stack and stack[-1].level >= entry.level:
                 stack.pop()
-            seq = titles.get((entry.page_number, _normalise_title(entry.title)))
-            headings.append(
-                _Heading(
-                    title=entry.title,
-                    level=entry.level,
-                    page=entry.page_number,
-                    continues_page=seq is not None
-                    and seq > first_on_page.get(entry.page_number, seq),
-                    context=[s.title for s in stack] + margins.get(entry.page_number, []),
-                )
+            key = (entry.page_number, _normalise_title(entry.title))
+            in_outline.add(key)
+            seq = titles.get(key)
+            heading = _Heading(
+                title=entry.title,
+                level=entry.level,
+                page=entry.page_number,
+                continues_page=seq is not None and seq > first_on_page.get(entry.page_number, seq),
+                context=[s.title for s in stack] + margins.get(entry.page_number, []),
             )
+            placed.append((entry.page_number, -1 if seq is None else seq, heading))
             stack.append(entry)
-    else:
-        for element in sorted(parsed.elements, key=lambda e: (e.page_number, e.seq)):
-            if element.kind != ElementKind.TITLE or not element.text.strip():
-                continue
-            if not 1 <= element.page_number <= last_page:
-                continue
-            headings.append(
-                _Heading(
-                    title=element.text,
-                    level=max(1, len(element.section_path)),
-                    page=element.page_number,
-                    continues_page=element.seq > first_on_page.get(element.page_number, 0),
-                    context=element.section_path[:-1] + margins.get(element.page_number, []),
-                )
-            )
+    # Headings the outline does not list (an outline often holds only the top levels: a
+    # filing's "Notes to Financial Statements" but not "Note 7 — Income taxes") sit below
+    # its deepest level; without an outline they are the whole tree.
+    for element in parsed.elements:
+        if element.kind != ElementKind.TITLE or not element.text.strip():
+            continue
+        if not 1 <= element.page_number <= last_page:
+            continue
+        if (element.page_number, _normalise_title(element.text)) in in_outline:
+            continue
+        heading = _Heading(
+            title=element.text,
+            level=depth + 1 if depth else max(1, len(element.section_path)),
+            page=element.page_number,
+            continues_page=element.seq > first_on_page.get(element.page_number, 0),
+            context=element.section_path[:-1] + margins.get(element.page_number, []),
+        )
+        placed.append((element.page_number, element.seq, heading))
+    placed.sort(key=lambda item: (item[0], item[1]))
+    headings = [heading for _, _, heading in placed]
     return _spans(headings, last_page)
 
 

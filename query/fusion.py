@@ -7,12 +7,16 @@ removes a route; a larger k flattens the advantage of the top ranks.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
+from typing import TypeVar
+
+#: What is ranked: chunk ids, or (doc_id, page) keys.
+K = TypeVar("K", bound=Hashable)
 
 
 def weighted_rrf(
-    rankings: Mapping[str, Sequence[str]], weights: Mapping[str, float], k: float = 60.0
-) -> list[tuple[str, float]]:
+    rankings: Mapping[str, Sequence[K]], weights: Mapping[str, float], k: float = 60.0
+) -> list[tuple[K, float]]:
     """Fuse ranked id lists (best first) into one list of (id, fused score), best first.
 
     Ties keep the order in which ids were first seen across routes (routes in mapping order),
@@ -26,14 +30,10 @@ def weighted_rrf(
 
 
 def weighted_rrf_ranks(
-    ranks: Mapping[str, Mapping[str, int]], weights: Mapping[str, float], k: float = 60.0
-) -> list[tuple[str, float]]:
-    """RRF over explicit 1-based ranks, so several items may share one rank in a route.
-
-    That is how a page-level route fuses with chunk-level routes: every chunk of a visual hit
-    page takes that page's rank.
-    """
-    scores: dict[str, float] = {}
+    ranks: Mapping[str, Mapping[K, int]], weights: Mapping[str, float], k: float = 60.0
+) -> list[tuple[K, float]]:
+    """RRF over explicit 1-based ranks (several items may share one rank in a route)."""
+    scores: dict[K, float] = {}
     for route, ranked in ranks.items():
         weight = weights.get(route, 1.0)
         if weight <= 0:

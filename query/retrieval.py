@@ -3,7 +3,10 @@
 Routes (DESIGN.md section 4): ``keyword`` = BM25 over chunks; ``text`` = dense + BM25;
 ``visual`` = ColQwen2 page MaxSim (two-stage); ``hybrid`` = visual and text; ``auto`` picks one
 per query. Each route yields a ranking of pages (chunk routes: a page ranks where its best chunk
-ranks), and the rankings are fused by weighted reciprocal rank fusion. Every fused page then
+ranks), and the rankings are fused by weighted reciprocal rank fusion. Alongside them run the
+routes that follow the document (:mod:`query.structure_search`): ``page`` (whole-page keyword
+score), ``reference`` ("page 17", "Figure 3", "Note 7") and ``section`` (section titles), the
+last two when a structure source is configured. Every fused page then
 carries its best chunks (snippet, element ids, boxes) — visual-only pages are mapped back to
 their chunks too — and, for visual hits, evidence boxes where the page matched the query.
 
@@ -21,13 +24,14 @@ from typing import Any
 import numpy as np
 
 from core.errors import ErrorCode, PageSightError, Stage
-from core.protocols import PageEmbedder, SparseEncoder, TextEmbedder
+from core.protocols import PageEmbedder, SparseEncoder, StructureSource, TextEmbedder
 from core.settings import RetrievalOptions
 from core.types import (
     AccessFilter,
     BBox,
     PageHit,
     PageKey,
+    ResolvedReference,
     RetrievalTrace,
     RouteName,
     RouteTrace,
@@ -45,10 +49,18 @@ from models.text import language_of
 from query.evidence import evidence_boxes
 from query.fusion import weighted_rrf_ranks
 from query.routing import choose_route
+from query.structure_search import (
+    PAGE_ROUTE,
+    REFERENCE_ROUTE,
+    SECTION_ROUTE,
+    StructureRoutes,
+    document_order,
+    page_ranking,
+)
 
 #: What fusion needs of a chunk candidate; texts, boxes and element ids are fetched afterwards,
 #: only for the chunks that end up on a returned page.
-CANDIDATE_FIELDS = ("doc_id", "page_numbers", "chunk_id", "title", "source_uri")
+CANDIDATE_FIELDS = ("doc_id", "page_numbers", "page_labels", "chunk_id", "title", "source_uri")
 
 
 class Retriever:
@@ -62,6 +74,7 @@ class Retriever:
         options: RetrievalOptions | None = None,
         page_store: VectorStore | None = None,
         page_embedder: PageEmbedder | None = None,
+        structures: StructureSource | None = None,
     ) -> None:
         self.chunk_store = chunk_store
         self.embedder = embedder
@@ -69,6 +82,11 @@ class Retriever:
         self.options = options or RetrievalOptions()
         self.page_store = page_store
         self.page_embedder = page_embedder
+        self.structure_routes = (
+            StructureRoutes(structures, documents=self.options.structure_documents)
+            if structures is not None
+            else None
+        )
 
     @property
     def visual_available(self) -> bool:
@@ -95,33 +113,63 @@ class Retriever:
                 "local ColQwen2 directory (and re-ingest), or use route 'text'",
             )
         traces: list[RouteTrace] = []
-        ranks: dict[str, dict[str, int]] = {}
         weights: dict[str, float] = {}
-        chunks: dict[str, dict[str, Any]] = {}  # candidate id -> chunk payload
+        chunk_ranks: dict[str, dict[str, int]] = {}  # chunk route -> chunk id -> rank
+        page_ranks: dict[str, dict[PageKey, int]] = {}  # every route -> page -> rank
+        page_raw: dict[str, dict[PageKey, float]] = {}  # route -> page -> its best raw score
+        chunks: dict[str, dict[str, Any]] = {}  # chunk id -> candidate payload
         visual_pages: dict[PageKey, ScoredPoint] = {}
+        references: list[ResolvedReference] = []
         query_rows: np.ndarray | None = None
         limit = self.options.candidates
 
-        def record(name: str, model_id: str, hits: list[ScoredPoint], since: float) -> None:
+        def record(
+            name: str, model_id: str, candidates: list[tuple[str, float]], since: float
+        ) -> None:
             stages_ms[name] = round((time.perf_counter() - since) * 1000, 2)
             weights[name] = self.options.model_weights.get(
                 model_id, self.options.weights.get(name, 1.0)
             )
-            traces.append(
-                RouteTrace(
-                    route=name, weight=weights[name], candidates=[(h.id, h.score) for h in hits]
-                )
-            )
+            traces.append(RouteTrace(route=name, weight=weights[name], candidates=candidates))
+
+        def record_chunks(name: str, model_id: str, hits: list[ScoredPoint], since: float) -> None:
+            record(name, model_id, [(h.id, h.score) for h in hits], since)
+            chunk_ranks[name] = {h.id: rank for rank, h in enumerate(hits, start=1)}
+            chunks.update((h.id, h.payload) for h in hits)
+            page_ranks[name], page_raw[name] = {}, {}
+            for hit in hits:  # a page ranks where its best chunk ranks
+                for key in _pages_of(hit.payload):
+                    if key not in page_ranks[name]:
+                        page_ranks[name][key] = len(page_ranks[name]) + 1
+                        page_raw[name][key] = hit.score
+
+        def record_pages(
+            name: str,
+            pages: list[tuple[PageKey, float]],
+            since: float,
+            model_id: str | None = None,
+            candidates: list[tuple[str, float]] | None = None,
+        ) -> None:
+            if candidates is None:
+                candidates = [(_page_item(key), score) for key, score in pages]
+            record(name, model_id or name, candidates, since)
+            page_ranks[name] = {key: rank for rank, (key, _) in enumerate(pages, start=1)}
+            page_raw[name] = dict(pages)
 
         if chosen in (RouteName.KEYWORD, RouteName.TEXT, RouteName.HYBRID):
             since = time.perf_counter()
             sparse_query = self.sparse.encode_query(query)
-            hits = self.chunk_store.query_sparse(
-                SPARSE_VECTOR, sparse_query, access, limit, CANDIDATE_FIELDS
+            pool = self.chunk_store.query_sparse(
+                SPARSE_VECTOR,
+                sparse_query,
+                access,
+                max(limit, self.options.page_candidates),
+                CANDIDATE_FIELDS,
             )
-            record("keyword", self.sparse.model_id, hits, since)
-            ranks["keyword"] = {h.id: rank for rank, h in enumerate(hits, start=1)}
-            chunks.update((h.id, h.payload) for h in hits)
+            record_chunks("keyword", self.sparse.model_id, pool[:limit], since)
+            since = time.perf_counter()
+            chunks.update((h.id, h.payload) for h in pool)
+            record_pages(PAGE_ROUTE, page_ranking(pool)[:limit], since)
         if chosen in (RouteName.TEXT, RouteName.HYBRID):
             skip = self._dense_skip_reason(query)
             if skip:
@@ -132,9 +180,7 @@ class Retriever:
                 hits = self.chunk_store.query_dense(
                     DENSE_VECTOR, vector, access, limit, CANDIDATE_FIELDS
                 )
-                record("dense", self.embedder.model_id, hits, since)
-                ranks["dense"] = {h.id: rank for rank, h in enumerate(hits, start=1)}
-                chunks.update((h.id, h.payload) for h in hits)
+                record_chunks("dense", self.embedder.model_id, hits, since)
         if chosen in (RouteName.VISUAL, RouteName.HYBRID):
             assert self.page_store is not None and self.page_embedder is not None
             since = time.perf_counter()
@@ -152,19 +198,54 @@ class Retriever:
                 ).tolist(),
                 coarse_limit=max(self.options.visual_coarse, prefetch),
             )
-            record("visual", self.page_embedder.model_id, hits, since)
-            ranks["visual"] = self._visual_ranks(hits, chunks, visual_pages)
+            for hit in hits:
+                visual_pages.setdefault(
+                    (hit.payload["doc_id"], int(hit.payload["page_number"])), hit
+                )
+            record_pages(
+                "visual",
+                [(key, hit.score) for key, hit in visual_pages.items()],
+                since,
+                model_id=self.page_embedder.model_id,
+                candidates=[(h.id, h.score) for h in hits],
+            )
+
+        if self.structure_routes is not None and page_ranks:
+            since = time.perf_counter()
+            page_order = [key for key, _ in self._fuse(page_ranks, weights)]
+            doc_order = (
+                list(access.doc_ids)
+                if access.doc_ids is not None and len(access.doc_ids) == 1
+                else document_order(page_order, self.options.structure_documents)
+            )
+            stages_ms["structure_prefuse"] = round((time.perf_counter() - since) * 1000, 2)
+            found = self.structure_routes.references_in(query)
+            if found:
+                since = time.perf_counter()
+                ranking = self.structure_routes.reference_pages(found, doc_order, access)
+                references = ranking.references
+                record_pages(REFERENCE_ROUTE, _by_rank(ranking.pages), since)
+            since = time.perf_counter()
+            page_rank = {key: rank for rank, key in enumerate(page_order, start=1)}
+            ranking = self.structure_routes.section_pages(query, doc_order, access, page_rank)
+            if ranking.pages:
+                record_pages(SECTION_ROUTE, _by_rank(ranking.pages), since)
 
         since = time.perf_counter()
-        fused = weighted_rrf_ranks(ranks, weights, self.options.rrf_k)
-        hits_out = self._pages(fused, chunks, visual_pages, ranks, traces, access, top_k)
+        fused = self._fuse(page_ranks, weights)
+        chunk_order = [
+            item for item, _ in weighted_rrf_ranks(chunk_ranks, weights, self.options.rrf_k)
+        ]
+        ranked = set(chunk_order)
+        chunk_order += [c for c in chunks if c not in ranked]
+        hits_out = self._pages(fused[:top_k], chunk_order, chunks, visual_pages, page_raw, access)
         stages_ms["fuse"] = round((time.perf_counter() - since) * 1000, 2)
         if query_rows is not None:
             since = time.perf_counter()
-            for hit in hits_out:
-                point = visual_pages.get((hit.doc_id, hit.page_number))
+            for page_hit in hits_out:
+                point = visual_pages.get((page_hit.doc_id, page_hit.page_number))
                 if point is not None:
-                    hit.bboxes = self._evidence(point, query_rows)
+                    page_hit.bboxes = self._evidence(point, query_rows)
             stages_ms["evidence"] = round((time.perf_counter() - since) * 1000, 2)
         trace = RetrievalTrace(
             trace_id=trace_id or uuid.uuid4().hex,
@@ -172,7 +253,8 @@ class Retriever:
             requested_route=route,
             route=chosen,
             routes=traces,
-            fused=fused[: max(top_k * 5, 50)],
+            fused=[(_page_item(key), score) for key, score in fused[: max(top_k * 5, 50)]],
+            references=references,
             index_version=self.chunk_store.collection,
             elapsed_ms=(time.perf_counter() - started) * 1000,
             stages_ms=stages_ms,
@@ -183,87 +265,64 @@ class Retriever:
         )
         return SearchResult(hits=hits_out, trace=trace)
 
-    @staticmethod
-    def _visual_ranks(
-        hits: list[ScoredPoint],
-        chunks: dict[str, dict[str, Any]],
-        visual_pages: dict[PageKey, ScoredPoint],
-    ) -> dict[str, int]:
-        """Map ranked pages back to chunks: each text candidate on a hit page takes the page's
-        rank; a page no text route found stands in as ``page:<doc>#<n>``."""
-        page_rank: dict[PageKey, int] = {}
-        for rank, hit in enumerate(hits, start=1):
-            key = (hit.payload["doc_id"], int(hit.payload["page_number"]))
-            page_rank.setdefault(key, rank)
-            visual_pages.setdefault(key, hit)
-        ranks: dict[str, int] = {}
-        for chunk_id, payload in chunks.items():
-            pages_of_chunk = [(payload["doc_id"], int(n)) for n in payload.get("page_numbers", [])]
-            found = [page_rank[p] for p in pages_of_chunk if p in page_rank]
-            if found:
-                ranks[chunk_id] = min(found)
-        for key, rank in page_rank.items():
-            ranks[f"page:{key[0]}#{key[1]}"] = rank
-        return ranks
+    def _fuse(
+        self, page_ranks: dict[str, dict[PageKey, int]], weights: dict[str, float]
+    ) -> list[tuple[PageKey, float]]:
+        """Weighted RRF of every route's page ranking."""
+        return weighted_rrf_ranks(page_ranks, weights, self.options.rrf_k)
 
     def _pages(
         self,
-        fused: list[tuple[str, float]],
+        fused: list[tuple[PageKey, float]],
+        chunk_order: list[str],
         chunks: dict[str, dict[str, Any]],
         visual_pages: dict[PageKey, ScoredPoint],
-        ranks: dict[str, dict[str, int]],
-        traces: list[RouteTrace],
+        page_raw: dict[str, dict[PageKey, float]],
         access: AccessFilter,
-        top_k: int,
     ) -> list[PageHit]:
-        """Collapse fused candidates to pages: a page ranks where its best candidate ranks."""
-        raw = {t.route: dict(t.candidates) for t in traces if not t.skipped}
-        out: dict[PageKey, PageHit] = {}
-        shown: list[tuple[PageHit, str, int]] = []  # (page, chunk candidate, page number)
-        for item, score in fused:
-            if item.startswith("page:"):
-                doc_id, number = item[len("page:") :].rsplit("#", 1)
-                keys = [(doc_id, int(number))]
-                payload: dict[str, Any] | None = None
-            else:
-                payload = chunks[item]
-                keys = [(payload["doc_id"], int(n)) for n in payload.get("page_numbers") or [1]]
-            for key in keys:
-                hit = out.get(key)
-                if hit is None:
-                    if len(out) >= top_k:
-                        continue
-                    visual = visual_pages.get(key)
-                    hit = out[key] = PageHit(
-                        doc_id=key[0],
-                        page_number=key[1],
-                        rank=len(out) + 1,
-                        score=score,
-                        title=(payload or (visual.payload if visual else {})).get("title"),
-                        source_uri=(payload or (visual.payload if visual else {})).get(
-                            "source_uri"
-                        ),
-                    )
-                    if visual is not None:
-                        hit.route_scores["visual"] = raw["visual"][visual.id]
-                if payload is None:
-                    continue
-                for route in ("keyword", "dense"):
-                    if item in ranks.get(route, {}):
-                        hit.route_scores.setdefault(route, raw[route][item])
-                shown.append((hit, item, key[1]))
-        full = self.chunk_store.retrieve([item for _, item, _ in shown], access) if shown else {}
-        for hit, item, page_number in shown:
-            self._add_chunk(hit, full.get(item, chunks[item]), page_number)
-        for key, hit in out.items():
-            if not hit.chunk_ids:  # a page only the visual route found: map it to its chunks
-                for payload in self._chunks_of_page(key, access):
-                    self._add_chunk(hit, payload, key[1])
-        return sorted(out.values(), key=lambda h: h.rank)
+        """The fused pages as hits, each with its chunk candidates (best fused chunk first:
+        it gives the snippet) and each route's raw score of its best candidate there."""
+        on_page: dict[PageKey, list[str]] = {}
+        for chunk_id in chunk_order:
+            for key in _pages_of(chunks[chunk_id]):
+                on_page.setdefault(key, []).append(chunk_id)
+        hits: list[PageHit] = []
+        shown: list[tuple[PageHit, str]] = []
+        for rank, (key, score) in enumerate(fused, start=1):
+            ids = on_page.get(key, [])
+            payload = chunks[ids[0]] if ids else {}
+            visual = visual_pages.get(key)
+            meta = payload or (visual.payload if visual else {})
+            hit = PageHit(
+                doc_id=key[0],
+                page_number=key[1],
+                page_label=(payload.get("page_labels") or {}).get(str(key[1]))
+                or (visual.payload.get("label") if visual else None),
+                rank=rank,
+                score=score,
+                title=meta.get("title"),
+                source_uri=meta.get("source_uri"),
+                route_scores={route: raw[key] for route, raw in page_raw.items() if key in raw},
+            )
+            hits.append(hit)
+            shown.extend((hit, chunk_id) for chunk_id in ids)
+        full = self.chunk_store.retrieve([c for _, c in shown], access) if shown else {}
+        for hit, chunk_id in shown:
+            self._add_chunk(hit, full.get(chunk_id, chunks[chunk_id]), hit.page_number)
+        bare = [(hit.doc_id, hit.page_number) for hit in hits if not hit.chunk_ids]
+        if bare:  # pages only a page-level route found: map them to their chunks
+            found = self._chunks_of_pages(bare, access)
+            for hit in hits:
+                for payload in found.get((hit.doc_id, hit.page_number), []):
+                    self._add_chunk(hit, payload, hit.page_number)
+        return hits
 
     def _add_chunk(self, hit: PageHit, payload: dict[str, Any], page_number: int) -> None:
         if not hit.chunk_ids:
             hit.snippet = _snippet(payload.get("text", ""), self.options.snippet_chars)
+            hit.page_label = hit.page_label or (payload.get("page_labels") or {}).get(
+                str(page_number)
+            )
             hit.bboxes = [
                 BBox.of(box) for page, box in payload.get("bboxes", []) if page == page_number
             ]
@@ -278,11 +337,21 @@ class Retriever:
             return None
         return f"{self.embedder.model_id} does not cover language {language!r}"
 
-    def _chunks_of_page(self, key: PageKey, access: AccessFilter) -> list[dict[str, Any]]:
-        """A visual-only hit's text: the chunks on that page, in reading order."""
-        points = self.chunk_store.points_of_document(access.tenant, key[0])
-        on_page = [p.payload for p in points if key[1] in (p.payload.get("page_numbers") or [])]
-        return sorted(on_page, key=lambda payload: payload.get("seq", 0))
+    def _chunks_of_pages(
+        self, keys: list[PageKey], access: AccessFilter
+    ) -> dict[PageKey, list[dict[str, Any]]]:
+        """The text of hits no chunk route found: the chunks on each page, in reading order
+        (one read per document)."""
+        wanted = set(keys)
+        out: dict[PageKey, list[dict[str, Any]]] = {}
+        for doc_id in dict.fromkeys(doc for doc, _ in keys):
+            for point in self.chunk_store.points_of_document(access.tenant, doc_id):
+                for n in point.payload.get("page_numbers") or []:
+                    if (doc_id, int(n)) in wanted:
+                        out.setdefault((doc_id, int(n)), []).append(point.payload)
+        for payloads in out.values():
+            payloads.sort(key=lambda payload: payload.get("seq", 0))
+        return out
 
     def _evidence(self, point: ScoredPoint, query_rows: np.ndarray) -> list[BBox]:
         assert self.page_store is not None
@@ -300,6 +369,20 @@ class Retriever:
             (payload["width"], payload["height"]),
             max_boxes=self.options.evidence_boxes,
         )
+
+
+def _pages_of(payload: dict[str, Any]) -> list[PageKey]:
+    return [(str(payload["doc_id"]), int(n)) for n in payload.get("page_numbers") or [1]]
+
+
+def _by_rank(pages: list[PageKey]) -> list[tuple[PageKey, float]]:
+    """A route that ranks without scores: 1/rank stands in as its raw score."""
+    return [(key, 1.0 / rank) for rank, key in enumerate(pages, start=1)]
+
+
+def _page_item(key: PageKey) -> str:
+    """How a page (rather than a chunk) appears among fused candidates."""
+    return f"page:{key[0]}#{key[1]}"
 
 
 def _snippet(text: str, limit: int) -> str:

@@ -23,7 +23,7 @@ from index.vectors import (
     PAGE_VECTOR,
     SPARSE_VECTOR,
 )
-from ingestion.catalog import open_catalog
+from ingestion.catalog import CatalogStructures, open_catalog
 from ingestion.ingest import (
     FIRST_STAGE_POOLING,
     DocumentParseFn,
@@ -120,6 +120,7 @@ class LocalStack:
             settings.retrieval,
             page_store=self.page_store,
             page_embedder=self.page_embedder,
+            structures=CatalogStructures(self.catalog),
         )
 
     def request(

@@ -156,17 +156,23 @@ def needs_ocr(stats: PageTextStats, options: ParseOptions) -> bool:
 MARGIN_BAND = 0.1
 _MARGIN_LINE_CHARS = 100
 _MARGIN_LINES_PER_BAND = 4
+#: The page's first and last lines are kept too when this short, wherever they sit: filings
+#: converted from HTML print the folio as the last line, often halfway down a short page.
+_EDGE_LINE_CHARS = 40
 
 
 def margin_text(lines: Iterable[tuple[str, BBox]], height: float) -> list[str]:
     """The short lines wholly inside the top and bottom bands of a page, nearest the edge
-    first within each band: running heads, footers and printed page numbers (folios).
+    first within each band (top band, then bottom band), plus the page's first and last
+    lines when short: running heads, footers and printed page numbers (folios).
 
     The layout model drops page headers and footers as noise for retrieval, but they are
     what tells "page 17" from the 19th sheet of the file.
     """
     top: list[tuple[float, str]] = []
     bottom: list[tuple[float, str]] = []
+    first: tuple[float, str] | None = None
+    last: tuple[float, str] | None = None
     for text, box in lines:
         text = " ".join(text.split())
         if not text or len(text) > _MARGIN_LINE_CHARS:
@@ -175,17 +181,29 @@ def margin_text(lines: Iterable[tuple[str, BBox]], height: float) -> list[str]:
             top.append((box.y0, text))
         elif box.y0 >= (1 - MARGIN_BAND) * height:
             bottom.append((-box.y1, text))
+        if first is None or box.y0 < first[0]:
+            first = (box.y0, text)
+        if last is None or -box.y1 < last[0]:
+            last = (-box.y1, text)
     top.sort()
     bottom.sort()
-    picked = top[:_MARGIN_LINES_PER_BAND] + bottom[:_MARGIN_LINES_PER_BAND]
-    return [text for _, text in picked]
+    top = top[:_MARGIN_LINES_PER_BAND]
+    bottom = bottom[:_MARGIN_LINES_PER_BAND]
+    if first is not None and first not in top and len(first[1]) <= _EDGE_LINE_CHARS:
+        top.append(first)
+    if last is not None and last not in bottom and len(last[1]) <= _EDGE_LINE_CHARS:
+        bottom.append(last)
+    return [text for _, text in top + bottom]
 
 
 def page_margin_text(page: pymupdf.Page) -> list[str]:
-    """:func:`margin_text` of a born-digital page's text layer."""
+    """:func:`margin_text` of a born-digital page's text layer (text only: extracting image
+    data too costs seconds on a scanned page)."""
+    import pymupdf
+
     lines = (
         (_line_text(line), BBox.of(line["bbox"]))
-        for block in page.get_text("dict")["blocks"]
+        for block in page.get_text("dict", flags=pymupdf.TEXTFLAGS_TEXT)["blocks"]
         if block.get("type") == 0
         for line in block.get("lines", [])
     )

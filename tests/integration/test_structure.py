@@ -47,3 +47,34 @@ def test_page_labels_reach_the_catalog_structure(settings: Settings, tmp_path: P
         ]
         unlabelled = stack.catalog.structure(stack.catalog.document("default", plain.doc_id))
         assert [p.label for p in unlabelled.pages] == [None]
+
+
+def test_reingest_reparses_a_document_indexed_under_older_structure_rules(
+    tmp_path: Path,
+) -> None:
+    """The re-index path: a document whose ``structure_version`` is older than today's is
+    parsed again when its (unchanged) file is ingested again, and points the older parse made
+    beyond what the new one makes are deleted, not left behind."""
+    from ingestion.structure import STRUCTURE_VERSION
+
+    pdf = samples.table_pdf(tmp_path / "table.pdf")
+    rows = Settings(data_dir=tmp_path / "var")  # the first parse also indexes table rows
+    with LocalStack(rows) as stack:
+        (first,) = stack.ingestor.ingest([stack.request(pdf)])
+        before = len(stack.store.points_of_document("default", first.doc_id))
+        document = stack.catalog.document("default", first.doc_id)
+        assert document is not None and document.structure_version == STRUCTURE_VERSION
+        old = document.model_copy(update={"structure_version": STRUCTURE_VERSION - 1})
+        stack.catalog.put_document(old, stack.catalog.pages("default", first.doc_id))
+
+    whole = Settings(data_dir=tmp_path / "var")
+    whole.chunk.table_rows = False  # the second makes fewer points
+    with LocalStack(whole) as stack:
+        (again,) = stack.ingestor.ingest([stack.request(pdf)])
+        assert again.state.value == "READY" and not again.unchanged
+        points = stack.store.points_of_document("default", again.doc_id)
+        assert len(points) == again.chunks < before
+        document = stack.catalog.document("default", again.doc_id)
+        assert document is not None and document.structure_version == STRUCTURE_VERSION
+        (third,) = stack.ingestor.ingest([stack.request(pdf)])
+        assert third.unchanged  # now current: nothing is parsed again

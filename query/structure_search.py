@@ -1,0 +1,188 @@
+"""Routes that follow the document rather than its words: a page signal, references, sections.
+
+Chunk routes rank passages; three questions they answer badly are asked often of long reports
+and filings (issue 16):
+
+- **Which page, as a whole, matches?** A page whose evidence was split over several chunks has
+  no single chunk that ranks high, yet BM25 over whole pages (the evaluation's baseline) finds
+  it. :func:`page_ranking` sums each page's chunk BM25 scores with decaying weights (its best
+  chunk in full, the next at half, ...), which approximates whole-page scoring from the chunk
+  candidates the keyword route already fetched, with no second index.
+- **"Page 17", "Figure 3", "Note 7", "the last page"**: :class:`StructureRoutes` parses the
+  references (:mod:`query.references`) and resolves them against the structure of the
+  documents the text routes found most relevant, in that order; a page that does not exist is
+  reported in the trace, never guessed.
+- **"In the Leadership program section"**: the section tree is searchable by its titles; the
+  pages of the best-matching sections are ranked by how the text routes ranked them (a
+  PageIndex-like descent, lexical, no LLM needed).
+
+Each yields a ranking of pages that fuses with the chunk routes by weighted RRF, like the
+visual route: a page's rank is given to every chunk candidate on it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from core.protocols import StructureSource
+from core.types import (
+    AccessFilter,
+    DocumentStructure,
+    PageKey,
+    ResolvedReference,
+    StructuralReference,
+    StructureSection,
+)
+from index.base import ScoredPoint
+from models.text import tokenize
+from query.references import parse_references, resolve_reference
+
+#: Route names, as traces and ``RetrievalOptions.weights`` spell them.
+PAGE_ROUTE = "page"
+REFERENCE_ROUTE = "reference"
+SECTION_ROUTE = "section"
+
+
+def page_ranking(hits: Sequence[ScoredPoint], decay: float = 0.5) -> list[tuple[PageKey, float]]:
+    """Pages ranked by their chunks' summed scores: the best chunk of a page counts in full,
+    the next ``decay`` times, the next ``decay**2`` times, and so on (so one long page with
+    many weak matches does not beat a page with one strong match by sheer number)."""
+    per_page: dict[PageKey, list[float]] = {}
+    for hit in hits:
+        doc_id = hit.payload.get("doc_id")
+        if doc_id is None:
+            continue
+        for number in hit.payload.get("page_numbers") or []:
+            per_page.setdefault((str(doc_id), int(number)), []).append(hit.score)
+    totals = {
+        key: sum(score * decay**i for i, score in enumerate(sorted(scores, reverse=True)))
+        for key, scores in per_page.items()
+    }
+    order = {key: i for i, key in enumerate(per_page)}
+    ranked = sorted(totals, key=lambda key: (-totals[key], order[key]))
+    return [(key, totals[key]) for key in ranked]
+
+
+def document_order(page_order: Sequence[PageKey], limit: int) -> list[str]:
+    """The first ``limit`` distinct documents of a page ranking."""
+    docs: list[str] = []
+    for doc_id, _ in page_order:
+        if doc_id not in docs:
+            docs.append(doc_id)
+            if len(docs) == limit:
+                break
+    return docs
+
+
+@dataclass
+class StructureRanking:
+    """What a structure route found: pages best first, and (references) the trace entries."""
+
+    pages: list[PageKey]
+    references: list[ResolvedReference]
+
+
+class StructureRoutes:
+    """The reference and section routes over a :class:`~core.protocols.StructureSource`.
+
+    ``documents``: how many of the most relevant documents (by the text routes) a reference or
+    a section title is resolved in. A search scoped to one document resolves only there.
+    """
+
+    def __init__(
+        self,
+        structures: StructureSource,
+        documents: int = 3,
+        pages_per_section: int = 5,
+        sections: int = 2,
+    ) -> None:
+        self.structures = structures
+        self.documents = documents
+        self.pages_per_section = pages_per_section
+        self.sections = sections
+
+    @staticmethod
+    def references_in(query: str) -> list[StructuralReference]:
+        return parse_references(query)
+
+    def _structures(self, access: AccessFilter, doc_ids: Sequence[str]) -> list[DocumentStructure]:
+        found = []
+        for doc_id in doc_ids:
+            structure = self.structures.structure_of(access, doc_id)
+            if structure is not None:
+                found.append(structure)
+        return found
+
+    def reference_pages(
+        self,
+        references: Sequence[StructuralReference],
+        doc_order: Sequence[str],
+        access: AccessFilter,
+    ) -> StructureRanking:
+        """Every reference resolved in each of the leading documents; pages of the most
+        relevant document first."""
+        structures = self._structures(access, doc_order[: self.documents])
+        pages: list[PageKey] = []
+        resolved: list[ResolvedReference] = []
+        for reference in references:
+            entry = ResolvedReference(reference=reference)
+            for structure in structures:
+                resolution = resolve_reference(reference, structure)
+                keys = [(structure.doc_id, n) for n in resolution.pages]
+                entry.pages.extend(keys)
+                if not keys and entry.unresolved is None and resolution.reason:
+                    entry.unresolved = resolution.reason
+            if entry.pages:
+                entry.unresolved = None
+            elif not structures:
+                entry.unresolved = "no document to resolve it in"
+            resolved.append(entry)
+        for structure in structures:  # document-major: the most relevant document's pages first
+            for entry in resolved:
+                pages.extend(k for k in entry.pages if k[0] == structure.doc_id and k not in pages)
+        return StructureRanking(pages=pages, references=resolved)
+
+    def section_pages(
+        self,
+        query: str,
+        doc_order: Sequence[str],
+        access: AccessFilter,
+        page_rank: Mapping[PageKey, int],
+    ) -> StructureRanking:
+        """Pages of the sections whose titles best match the query, inside each section by
+        the text routes' page ranks (``page_rank``), then in reading order."""
+        terms = set(tokenize(query))
+        if not terms:
+            return StructureRanking(pages=[], references=[])
+        scored: list[tuple[float, int, DocumentStructure, StructureSection]] = []
+        for doc_rank, structure in enumerate(self._structures(access, doc_order[: self.documents])):
+            for section in structure.sections:
+                score = section_match(terms, section)
+                if score > 0:
+                    scored.append((score, doc_rank, structure, section))
+        scored.sort(key=lambda item: (-item[0], item[1]))
+        pages: list[PageKey] = []
+        for _, _, structure, section in scored[: self.sections]:
+            span = [(structure.doc_id, n) for n in range(section.page_start, section.page_end + 1)]
+            found = sorted((k for k in span if k in page_rank), key=lambda k: page_rank[k])
+            rest = [k for k in span if k not in page_rank]
+            for key in (found + rest)[: self.pages_per_section]:
+                if key not in pages:
+                    pages.append(key)
+        return StructureRanking(pages=pages, references=[])
+
+
+def section_match(query_terms: set[str], section: StructureSection) -> float:
+    """How well a section title answers the query's terms: the share of the title's terms the
+    query holds (at least half, and at least two terms unless the title has one), scaled down
+    for long spans, which say less about where the answer is."""
+    title_terms = set(tokenize(section.title))
+    if not title_terms:
+        return 0.0
+    shared = len(title_terms & query_terms)
+    if shared < min(2, len(title_terms)) or shared / len(title_terms) < 0.5:
+        return 0.0
+    span = section.page_end - section.page_start + 1
+    return shared * (shared / len(title_terms)) / math.log2(2 + span)
