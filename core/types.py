@@ -463,23 +463,27 @@ class AnswerTrace(BaseModel):
     )
 
 
+#: What a structural reference names (``StructuralReference.kind``).
+ReferenceKind = Literal[
+    "page",
+    "slide",
+    "position",
+    "figure",
+    "table",
+    "equation",
+    "section",
+    "chapter",
+    "note",
+    "appendix",
+    "cover",
+    "titled",
+]
+
+
 class StructuralReference(BaseModel):
     """A place in a document that a query names by the document's own structure."""
 
-    kind: Literal[
-        "page",
-        "slide",
-        "position",
-        "figure",
-        "table",
-        "equation",
-        "section",
-        "chapter",
-        "note",
-        "appendix",
-        "cover",
-        "titled",
-    ]
+    kind: ReferenceKind
     text: str = Field(description="the words of the query that name it")
     value: str | None = Field(
         default=None, description="as printed: '17', 'iv', '2.1', '4b', 'B'; a title for 'titled'"

@@ -33,24 +33,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from core.types import DocumentStructure, StructuralReference, StructureSection
-
-RefKind = Literal[
-    "page",
-    "slide",
-    "position",
-    "figure",
-    "table",
-    "equation",
-    "section",
-    "chapter",
-    "note",
-    "appendix",
-    "cover",
-    "titled",
-]
+from core.types import ReferenceKind as RefKind
 
 MAX_REFERENCES = 50
 """A query naming more places than this is not a question; the rest are dropped."""
