@@ -209,6 +209,55 @@ class RetrievalOptions(BaseModel):
     )
 
 
+class MultiStepOptions(BaseModel):
+    """Route ``agentic`` (``query.multistep``): plan, search, read the passages, follow one
+    cross-reference hop per step, merge; stop when a step adds no new evidence page, at
+    ``max_steps`` or when ``time_budget_ms`` is spent.
+
+    Every step is one ordinary search (route ``step_route``), so the defaults bound the route
+    at about ``max_steps`` times a text search plus the page reads a followed reference needs.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_steps: int = Field(default=3, ge=1, le=10, description="steps at most, the first included")
+    time_budget_ms: float = Field(
+        default=3000.0,
+        gt=0,
+        description="no step starts after this much time (planning included); a started one ends",
+    )
+    sub_query_top_k: int = Field(
+        default=5,
+        ge=1,
+        le=50,
+        description="pages of each step's ranking that count as its evidence (and as new)",
+    )
+    read_pages: int = Field(
+        default=3, ge=0, le=20, description="top pages of each search whose passages are read"
+    )
+    follow_per_step: int = Field(
+        default=2, ge=0, le=10, description="references followed per step at most"
+    )
+    pages_per_reference: int = Field(
+        default=2, ge=1, le=20, description="first pages of a followed reference's target kept"
+    )
+    max_sub_queries: int = Field(
+        default=4, ge=1, le=10, description="parts a plan may split a question into"
+    )
+    planner: Literal["auto", "rule", "llm"] = Field(
+        default="auto",
+        description="auto: the LLM when llm.base_url is set (rules if it fails), else the rules",
+    )
+    auto_route: bool = Field(
+        default=True,
+        description="route auto may choose agentic for clearly multi-part questions (by rules)",
+    )
+    step_route: Literal["text", "keyword", "hybrid"] = Field(
+        default="text", description="the route every step searches with"
+    )
+    llm_max_tokens: int = Field(default=256, ge=32, description="most tokens of a plan reply")
+
+
 class IndexOptions(BaseModel):
     """Where the vector index lives. The backend is the embedded engine unless a Qdrant URL is
     set (``PAGESIGHT_QDRANT_URL``); ``kind`` forces one."""
@@ -636,6 +685,9 @@ class Settings(BaseSettings):
     qdrant_url: str | None = Field(default=None, description="Qdrant server; unset = embedded")
     qdrant_api_key: SecretStr | None = None
     retrieval: RetrievalOptions = Field(default_factory=RetrievalOptions)
+    multistep: MultiStepOptions = Field(
+        default_factory=MultiStepOptions, description="route agentic (multi-step search)"
+    )
     embedder: EmbedderOptions = Field(default_factory=EmbedderOptions)
     visual: VisualEmbedderOptions = Field(default_factory=VisualEmbedderOptions)
     sparse: SparseOptions = Field(default_factory=SparseOptions)

@@ -333,6 +333,7 @@ class RouteName(StrEnum):
     TEXT = "text"
     KEYWORD = "keyword"
     HYBRID = "hybrid"
+    AGENTIC = "agentic"
 
 
 class PageHit(BaseModel):
@@ -506,6 +507,70 @@ class ResolvedReference(BaseModel):
     )
 
 
+#: What a multi-step search plan is (``query.planner``): one search, or several parts.
+PlanKind = Literal["single", "comparison", "conjunction", "list", "aggregate"]
+#: Why a multi-step search stopped.
+StopReason = Literal["plan_done", "no_new_evidence", "max_steps", "time_budget"]
+
+
+class FollowedReference(BaseModel):
+    """A reference read in a retrieved passage ("see Note 7", "continued on page 12") and
+    what multi-step search did with it: followed to its pages, or why not."""
+
+    reference: StructuralReference
+    found_on: tuple[str, int] = Field(description="(doc_id, page number) of the passage")
+    chunk_id: str | None = None
+    cue: str | None = Field(
+        default=None, description="the pointing words next to it ('see', '参照'); None = bare"
+    )
+    pages: list[tuple[str, int]] = Field(
+        default_factory=list, description="(doc_id, page number) it resolved to"
+    )
+    followed: bool = False
+    skipped: str | None = Field(
+        default=None,
+        description="why it was not followed: unresolved, its own page, already found, limit",
+    )
+
+
+class SearchStep(BaseModel):
+    """One step of a multi-step search: a (sub-)query searched, or the references of pages
+    reached by the previous step followed one more hop."""
+
+    step: int = Field(ge=1)
+    action: Literal["search", "follow"]
+    sub_query: str | None = Field(default=None, description="what was searched ('search')")
+    scope: Literal["all", "lead_document"] = Field(
+        default="all", description="lead_document: searched only in the leading document"
+    )
+    pages: list[tuple[str, int]] = Field(
+        default_factory=list, description="the step's own pages, best first (what it counts)"
+    )
+    new_pages: list[tuple[str, int]] = Field(
+        default_factory=list, description="pages no earlier step had, followed ones included"
+    )
+    references: list[FollowedReference] = Field(
+        default_factory=list, description="references read in the step's passages"
+    )
+    elapsed_ms: float = 0.0
+
+
+class MultiStepTrace(BaseModel):
+    """What route ``agentic`` did: the plan, every step, and why it stopped."""
+
+    planner: str = Field(description="'rule' or 'llm:<model>'")
+    plan_kind: PlanKind
+    sub_queries: list[str] = Field(default_factory=list, description="as planned")
+    plan_note: str | None = Field(
+        default=None, description="e.g. why the LLM planner fell back to the rules"
+    )
+    plan_ms: float = 0.0
+    steps: list[SearchStep] = Field(default_factory=list)
+    stop_reason: StopReason
+    max_steps: int
+    time_budget_ms: float
+
+
 class RetrievalTrace(BaseModel):
     """What a query did, for debugging and audit (DESIGN.md section 5: a trace per query)."""
 
@@ -530,6 +595,9 @@ class RetrievalTrace(BaseModel):
     )
     answer: AnswerTrace | None = Field(
         default=None, description="set when the query was a /v1/answer request"
+    )
+    multistep: MultiStepTrace | None = Field(
+        default=None, description="route agentic: its plan, steps and stop reason"
     )
 
 
