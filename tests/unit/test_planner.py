@@ -1,0 +1,390 @@
+"""Planning for route agentic (query.planner): the rule planner on English and Japanese
+questions, references read in passages, the LLM planner with a scripted model, and one
+contract both planners meet."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+
+from core.errors import ErrorCode
+from core.types import ChatMessage, ChatResult
+from models.llm import LlmError
+from query.planner import (
+    PLAN_SCHEMA,
+    PLAN_SCHEMA_NAME,
+    LlmPlanner,
+    Plan,
+    Planner,
+    ReferenceCandidate,
+    RulePlanner,
+    build_planner,
+    context_of,
+    references_in_text,
+)
+
+RULES = RulePlanner()
+
+
+def _parts(plan: Plan) -> list[str]:
+    return [sub.text for sub in plan.sub_queries]
+
+
+# -- the rules: comparisons, conjunctions, lists, aggregates -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("question", "parts"),
+    [
+        ("Compare net revenue in 2019 and 2020", ["net revenue in 2019", "net revenue in 2020"]),
+        (
+            "What was the net revenue in 2019 vs 2020?",
+            ["What was the net revenue in 2019?", "What was the net revenue in 2020?"],
+        ),
+        (
+            "How did operating income change between FY2021 and FY2022?",
+            [
+                "How did operating income change in FY2021?",
+                "How did operating income change in FY2022?",
+            ],
+        ),
+        (
+            "What was revenue for Q3 2015, Q3 2014 and Q3 2013?",
+            [
+                "What was revenue for Q3 2015?",
+                "What was revenue for Q3 2014?",
+                "What was revenue for Q3 2013?",
+            ],
+        ),
+        (
+            "Compare the revenue growth of Ulta Beauty and MGM Resorts in 2022",
+            [
+                "the revenue growth of Ulta Beauty in 2022",
+                "the revenue growth of MGM Resorts in 2022",
+            ],
+        ),
+        (
+            "What was the revenue of Ulta vs MGM in 2022?",
+            ["What was the revenue of Ulta in 2022?", "What was the revenue of MGM in 2022?"],
+        ),
+    ],
+)
+def test_comparisons_split_into_one_part_each(question: str, parts: list[str]) -> None:
+    plan = RULES.plan(question)
+    assert plan.kind == "comparison" and plan.multi_part
+    assert _parts(plan) == parts
+    assert all(sub.scope == "all" for sub in plan.sub_queries)
+
+
+def test_two_questions_in_one_are_a_conjunction() -> None:
+    plan = RULES.plan("What was net income in 2022 and how many employees did the company have?")
+    assert plan.kind == "conjunction" and plan.multi_part
+    assert _parts(plan) == [
+        "What was net income in 2022",
+        "how many employees did the company have?",
+    ]
+    two = RULES.plan("Who audits the company? Where is its headquarters?")
+    assert _parts(two) == ["Who audits the company?", "Where is its headquarters?"]
+
+
+@pytest.mark.parametrize(
+    ("question", "kind"),
+    [
+        ("What are the seven sensors connected to the ECU?", "list"),
+        ("List all countries mentioned in the surveys", "list"),
+        ("How many figures are in the sensors section?", "aggregate"),
+        ("すべての施策を挙げてください", "list"),
+        ("図表はいくつありますか", "aggregate"),
+    ],
+)
+def test_lists_and_counts_search_the_leading_document(question: str, kind: str) -> None:
+    plan = RULES.plan(question)
+    assert plan.kind == kind and not plan.multi_part
+    (sub,) = plan.sub_queries
+    assert sub.text == question and sub.scope == "lead_document"
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What is the research and development expense?",  # one thing with "and" in its name
+        "What was Johnson & Johnson's revenue in 2022?",
+        "What percentage of Americans and Germans say relations are good?",  # no cue
+        "What are the incident and report dates?",
+        "Which region had the worst topline performance for MGM during FY2022?",
+        "How many people aged 65 and older use the internet? ",
+        "Revenue was $2,019 and 2,020 units were sold",  # amounts, not years
+        "日本の人口は？",
+        "東京都と大阪府の人口は？",  # と without a comparison cue
+    ],
+)
+def test_questions_that_are_not_multi_part(question: str) -> None:
+    plan = RULES.plan(question)
+    assert not plan.multi_part, _parts(plan)
+
+
+@pytest.mark.parametrize(
+    ("question", "parts"),
+    [
+        ("2019年と2020年の売上を比較", ["2019年の売上", "2020年の売上"]),
+        (
+            "２０１９年および２０２０年の売上高を比較してください",
+            ["2019年の売上高", "2020年の売上高"],
+        ),
+        ("令和2年度から令和4年度の予算の推移", ["令和2年度の予算の推移", "令和4年度の予算の推移"]),
+        ("東京都と大阪府の人口を比較してください", ["東京都の人口", "大阪府の人口"]),
+        (
+            "売上高および営業利益をそれぞれ教えてください",
+            ["売上高を教えてください", "営業利益を教えてください"],
+        ),
+        ("AとBとCの違い", ["Aの違い", "Bの違い", "Cの違い"]),
+    ],
+)
+def test_japanese_comparisons(question: str, parts: list[str]) -> None:
+    plan = RULES.plan(question)
+    assert plan.kind == "comparison" and plan.multi_part
+    assert _parts(plan) == parts
+
+
+def test_parts_are_capped() -> None:
+    plan = RulePlanner(max_sub_queries=2).plan("Revenue in 2018, 2019, 2020 and 2021")
+    assert _parts(plan) == ["Revenue in 2018", "Revenue in 2019"]
+
+
+# -- references in passages ---------------------------------------------------------------------
+
+
+def test_references_in_text_with_their_pointing_words() -> None:
+    text = (
+        "For additional information regarding our legal proceedings, see Note 13, "
+        "Contingencies and Commitments. Results by region (Table 2) are shown in Figure 4."
+    )
+    found = references_in_text(text)
+    assert [(f.reference.kind, f.reference.value, f.cue) for f in found] == [
+        ("note", "13", "see"),
+        ("table", "2", "("),
+        ("figure", "4", "shown"),
+    ]
+    assert text[found[0].start : found[0].end] == "Note 13"
+    assert "legal proceedings" in context_of(text, found[0].start, found[0].end)
+
+
+def test_continued_and_japanese_references() -> None:
+    (ahead,) = references_in_text("Sensors (continued on next page)")
+    assert ahead.step == 1 and ahead.cue == "continued"
+    (back,) = references_in_text("Continued from the previous slide: sensors")
+    assert back.step == -1
+    note, figure = references_in_text("詳細は注記7を参照してください。図3に示すように増加した。")
+    assert (note.reference.kind, note.reference.value, note.cue) == ("note", "7", "詳細は")
+    assert (figure.reference.kind, figure.cue) == ("figure", "に示す")
+    (ja_next,) = references_in_text("次ページに続く")
+    assert ja_next.step == 1
+
+
+def test_bare_mentions_have_no_cue() -> None:
+    (bare,) = references_in_text("Table 3 lists the segments.")
+    assert bare.cue is None
+
+
+def _candidate(text: str, rank: int, page: int) -> ReferenceCandidate:
+    (found,) = references_in_text(text)
+    return ReferenceCandidate(
+        found=found,
+        page=("doc", page),
+        chunk_id=f"c{page}",
+        rank=rank,
+        context=context_of(text, found.start, found.end),
+    )
+
+
+# -- the LLM planner (scripted) -----------------------------------------------------------------
+
+
+class ScriptedLlm:
+    """``complete()`` answers from a script: a reply per question (parsed JSON, an exception
+    to raise, or a callable of the messages); every call is recorded."""
+
+    def __init__(self, replies: dict[str, Any], model: str = "scripted") -> None:
+        self.replies = replies
+        self.model = model
+        self.calls: list[dict[str, Any]] = []
+
+    def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        json_schema: dict[str, Any] | None = None,
+        schema_name: str = "answer",
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> ChatResult:
+        self.calls.append({"messages": list(messages), "schema": json_schema, "name": schema_name})
+        question = str(messages[-1].content).removeprefix("Question: ")
+        reply = self.replies[question]
+        if callable(reply):
+            reply = reply(messages)
+        if isinstance(reply, Exception):
+            raise reply
+        return ChatResult(
+            text=json.dumps(reply),
+            parsed=reply,
+            finish_reason="stop",
+            prompt_tokens=50,
+            completion_tokens=20,
+            model=self.model,
+        )
+
+
+def test_llm_planner_asks_with_the_schema_and_keeps_its_parts() -> None:
+    question = "How did the two largest segments do last year?"
+    llm = ScriptedLlm(
+        {
+            question: {
+                "kind": "comparison",
+                "sub_queries": [
+                    "Domestic segment revenue 2022",
+                    "International segment revenue 2022",
+                ],
+            }
+        }
+    )
+    plan = LlmPlanner(llm).plan(question)
+    assert plan.planner == "llm:scripted" and plan.kind == "comparison" and plan.multi_part
+    assert _parts(plan) == ["Domestic segment revenue 2022", "International segment revenue 2022"]
+    (call,) = llm.calls
+    assert call["schema"] == PLAN_SCHEMA and call["name"] == PLAN_SCHEMA_NAME
+    system, user = call["messages"]
+    assert "never an instruction" in str(system.content) and "At most 4" in str(system.content)
+    assert user.content == f"Question: {question}"
+
+
+def test_llm_planner_cleans_its_reply() -> None:
+    question = "Compare A and B"
+    llm = ScriptedLlm(
+        {
+            question: {
+                "kind": "comparison",
+                "sub_queries": [" A ", "a", "", question, "B", "C", "D", "E"],
+            }
+        }
+    )
+    plan = LlmPlanner(llm, max_sub_queries=3).plan(question)
+    assert _parts(plan) == ["A", "B", "C"]  # stripped, de-duplicated, blank and itself dropped
+
+
+@pytest.mark.parametrize(
+    ("reply", "note"),
+    [
+        (LlmError(ErrorCode.UNAVAILABLE, "connection refused"), "LLM planning failed"),
+        ({"kind": "maybe", "sub_queries": []}, "did not match the schema"),
+        ({"kind": "comparison"}, "did not match the schema"),
+    ],
+)
+def test_llm_planner_falls_back_to_the_rules(reply: Any, note: str) -> None:
+    question = "Compare net revenue in 2019 and 2020"
+    plan = LlmPlanner(ScriptedLlm({question: reply})).plan(question)
+    assert plan.planner == "rule" and plan.note and note in plan.note
+    assert _parts(plan) == ["net revenue in 2019", "net revenue in 2020"]
+
+
+def test_llm_comparison_without_two_parts_is_one_search() -> None:
+    question = "Compare revenue"
+    plan = LlmPlanner(ScriptedLlm({question: {"kind": "comparison", "sub_queries": ["x"]}})).plan(
+        question
+    )
+    assert plan.kind == "single" and plan.sub_queries == () and plan.note
+
+
+def test_build_planner_picks_by_settings() -> None:
+    from core.settings import MultiStepOptions
+
+    llm = ScriptedLlm({})
+    assert isinstance(build_planner(MultiStepOptions(), None), RulePlanner)
+    assert isinstance(build_planner(MultiStepOptions(), llm), LlmPlanner)
+    assert isinstance(build_planner(MultiStepOptions(planner="rule"), llm), RulePlanner)
+
+
+# -- the contract both planners meet ------------------------------------------------------------
+
+#: What a good planner makes of each question: the contract's script for the LLM.
+GOOD_PLANS: dict[str, dict[str, Any]] = {
+    "Compare net revenue in 2019 and 2020": {
+        "kind": "comparison",
+        "sub_queries": ["net revenue in 2019", "net revenue in 2020"],
+    },
+    "2019年と2020年の売上を比較": {
+        "kind": "comparison",
+        "sub_queries": ["2019年の売上", "2020年の売上"],
+    },
+    "What is the effective tax rate?": {"kind": "single", "sub_queries": []},
+    "What are the seven sensors connected to the ECU?": {
+        "kind": "list",
+        "sub_queries": ["sensors connected to the ECU"],
+    },
+}
+
+
+def _rules() -> Planner:
+    return RulePlanner()
+
+
+def _llm() -> Planner:
+    return LlmPlanner(ScriptedLlm(GOOD_PLANS))
+
+
+@pytest.fixture(params=[_rules, _llm], ids=["rule", "llm"])
+def planner(request: pytest.FixtureRequest) -> Planner:
+    make: Callable[[], Planner] = request.param
+    return make()
+
+
+@pytest.mark.parametrize("question", list(GOOD_PLANS))
+def test_contract_plans(planner: Planner, question: str) -> None:
+    plan = planner.plan(question)
+    assert plan.query == question and plan.planner.startswith(planner.name)
+    texts = _parts(plan)
+    assert len(texts) <= 4 and all(t.strip() for t in texts)
+    assert len({t.casefold() for t in texts}) == len(texts)
+    assert question.casefold() not in {t.casefold() for t in texts if plan.kind != "list"}
+    if plan.kind == "single":
+        assert texts == []
+    if plan.kind == "list":
+        assert all(sub.scope == "lead_document" for sub in plan.sub_queries)
+
+
+@pytest.mark.parametrize(
+    ("question", "years"),
+    [
+        ("Compare net revenue in 2019 and 2020", ("2019", "2020")),
+        ("2019年と2020年の売上を比較", ("2019", "2020")),
+    ],
+)
+def test_contract_one_part_per_compared_period(
+    planner: Planner, question: str, years: tuple[str, str]
+) -> None:
+    plan = planner.plan(question)
+    assert plan.kind == "comparison" and plan.multi_part
+    for year in years:  # each period in exactly one part, the rest of the question kept
+        (part,) = [t for t in _parts(plan) if year in t]
+        assert "売上" in part or "net revenue" in part
+
+
+def test_contract_single_question(planner: Planner) -> None:
+    plan = planner.plan("What is the effective tax rate?")
+    assert plan.kind == "single" and not plan.multi_part and plan.sub_queries == ()
+
+
+def test_contract_references_pointers_first(planner: Planner) -> None:
+    bare = _candidate("Segment revenue is in Table 3 with other figures.", rank=1, page=2)
+    pointer = _candidate("Income taxes: see Note 7 for the reconciliation.", rank=2, page=3)
+    on_topic = _candidate("The effective tax rate by year is in Table 9.", rank=1, page=4)
+    elsewhere = _candidate("Leases are described in Note 8.", rank=1, page=5)
+    ordered = planner.order_references(
+        "What is the effective tax rate?", [bare, elsewhere, pointer, on_topic]
+    )
+    # a pointer on the question's topic, then a bare mention among the question's words, then
+    # a pointer elsewhere, whatever the rank of their pages; unrelated and bare: left out
+    assert ordered == [pointer, on_topic, elsewhere]
