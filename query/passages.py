@@ -2,20 +2,34 @@
 
 Search hits carry snippets only; an answer needs each chunk's whole text, its elements and its
 boxes on the page. :class:`PassageSearch` is a :data:`core.protocols.CandidateSearch` over a
-:class:`query.retrieval.Retriever` and the chunk index; corrective retrieval and multi-step
-search wrap it.
+page search (a :class:`query.retrieval.Retriever`, or the
+:class:`query.multistep.MultiStepSearch` over one, which also serves route ``agentic``) and
+the chunk index; corrective retrieval wraps it.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from core.ids import point_id
-from core.types import AccessFilter, BBox, Candidates, Passage, RouteName
+from core.types import AccessFilter, BBox, Candidates, Passage, RouteName, SearchResult
 from index.base import VectorStore
-from query.retrieval import Retriever
+
+
+class PageSearch(Protocol):
+    """What ranks pages for a query: :meth:`query.retrieval.Retriever.search` and
+    :meth:`query.multistep.MultiStepSearch.search` have this signature."""
+
+    def search(
+        self,
+        query: str,
+        access: AccessFilter,
+        route: RouteName = ...,
+        top_k: int = ...,
+        trace_id: str | None = ...,
+    ) -> SearchResult: ...
 
 
 def passage_from_payload(payload: Mapping[str, Any], page_number: int, score: float) -> Passage:
@@ -45,7 +59,7 @@ class PassageSearch:
     where the dense route did not score the page or skipped the query's language.
     """
 
-    def __init__(self, retriever: Retriever, store: VectorStore) -> None:
+    def __init__(self, retriever: PageSearch, store: VectorStore) -> None:
         self.retriever = retriever
         self.store = store
 

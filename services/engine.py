@@ -26,7 +26,7 @@ def build_answer_pipeline(settings: Settings, stack: LocalStack) -> AnswerPipeli
     if stack.page_store is not None and stack.page_embedder is not None:
         # exact MaxSim of the candidates' pages, computed by the index over those ids
         visual = VisualPageReranker(stack.page_store, stack.page_embedder, scoring="index")
-    passages = PassageSearch(stack.retriever, stack.store)
+    passages = PassageSearch(stack.multistep, stack.store)  # route agentic included
     pipeline = AnswerPipeline(
         passages, build_ranker(settings.reranker), llm, settings.answer, visual=visual
     )

@@ -31,8 +31,11 @@ from ingestion.ingest import (
     IngestRequest,
 )
 from ingestion.isolation import parse_isolated
+from models.llm import OpenAiChatClient
 from models.sparse import Bm25Encoder
 from models.text_embedder import SentenceTransformerEmbedder
+from query.multistep import MultiStepSearch
+from query.planner import build_planner
 from query.retrieval import Retriever
 
 
@@ -122,6 +125,17 @@ class LocalStack:
             page_embedder=self.page_embedder,
             structures=CatalogStructures(self.catalog),
         )
+        #: the chat model route ``agentic`` plans with (None: the rules plan)
+        self.planner_llm: OpenAiChatClient | None = None
+        if settings.llm.base_url and settings.multistep.planner != "rule":
+            self.planner_llm = OpenAiChatClient(settings.llm)
+        #: every search goes through it: route ``agentic`` (and ``auto`` for clearly
+        #: multi-part questions) runs the multi-step loop, the rest the retriever
+        self.multistep = MultiStepSearch(
+            self.retriever,
+            build_planner(settings.multistep, self.planner_llm),
+            settings.multistep,
+        )
 
     def request(
         self,
@@ -146,9 +160,11 @@ class LocalStack:
         top_k: int = 10,
         trace_id: str | None = None,
     ) -> SearchResult:
-        return self.retriever.search(query, access, route, top_k, trace_id)
+        return self.multistep.search(query, access, route, top_k, trace_id)
 
     def close(self) -> None:
+        if self.planner_llm is not None:
+            self.planner_llm.close()
         self.store.close()
         if self.page_store is not None:
             self.page_store.close()
