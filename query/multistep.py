@@ -62,6 +62,7 @@ from core.types import (
     SearchStep,
     StopReason,
 )
+from models.text import tokenize
 from query.planner import (
     Planner,
     ReferenceCandidate,
@@ -319,20 +320,20 @@ class MultiStepSearch:
             record = _record(candidate)
             pages, reason = self._resolve(run, candidate)
             record.pages = pages
-            targets = [p for p in pages if p != candidate.page][: options.pages_per_reference]
+            targets = self._targets(run, candidate, pages)
             if not pages:
                 record.skipped = reason or "unresolved"
             elif not targets:
                 record.skipped = "its own page"
-            elif all(t in run.evidence for t in targets):
-                record.skipped = "already found"
             elif follows >= options.follow_per_step:
                 record.skipped = "step limit reached"  # a later step may still follow it
             else:
                 follows += 1
                 record.followed = True
                 for target in targets:
-                    if target not in run.evidence:
+                    if target in run.evidence:  # found already: it moves up, nothing new
+                        self._link(run, candidate.page, target)
+                    else:
                         self._add_followed(run, candidate.page, target)
                         new.append(target)
             if record.skipped != "step limit reached":
@@ -347,21 +348,52 @@ class MultiStepSearch:
             passed.add(key)
             if len(records) < MAX_RECORDED_REFERENCES:
                 record = _record(candidate)
-                record.skipped = "no pointing words and none of the question's near it"
+                record.skipped = "none of the question's words near it"
                 records.append(record)
         return records, new
 
+    def _targets(
+        self, run: _Run, candidate: ReferenceCandidate, pages: Sequence[PageKey]
+    ) -> list[PageKey]:
+        """The pages of a resolved reference worth adding: not the passage's own page, and of
+        a longer target (a note spanning six pages, "Note 7D" read as Note 7) the
+        ``pages_per_reference`` sharing most words with the question and the sentence that
+        pointed there, in reading order on a tie: the first pages of a note are often its
+        other subsections."""
+        others = [key for key in pages if key != candidate.page]
+        keep = self.options.pages_per_reference
+        if len(others) <= keep:
+            return others
+        terms = set(tokenize(run.query)) | set(tokenize(candidate.context))
+        shared = {
+            key: len(
+                terms.intersection(
+                    tokenize(" ".join(str(p.get("text", "")) for p in self._page_chunks(run, key)))
+                )
+            )
+            for key in others
+        }
+        return sorted(others, key=lambda key: -shared[key])[:keep]
+
     def _add_followed(self, run: _Run, source: PageKey, target: PageKey) -> None:
-        """``target`` joins the evidence, right after ``source`` in the merged order."""
+        """``target`` joins the evidence, right after ``source`` in the merged order, and its
+        references are read by the next hop."""
         run.evidence.add(target)
         run.frontier.append(target)
-        run.after.setdefault(source, []).append(target)
         run.doc_ids.add(target[0])
-        hit = run.hits.get(target)
-        if hit is None:
-            hit = _page_hit(target, self._page_chunks(run, target), self.retriever)
-            run.hits[target] = hit
-        hit.route_scores[FOLLOWED_ROUTE] = 1.0
+        if target not in run.hits:
+            run.hits[target] = _page_hit(target, self._page_chunks(run, target), self.retriever)
+        self._link(run, source, target)
+
+    @staticmethod
+    def _link(run: _Run, source: PageKey, target: PageKey) -> None:
+        """``target`` goes right after ``source`` in the merged order (unless it ranks
+        higher already); a page found by a search keeps its route scores."""
+        following = run.after.setdefault(source, [])
+        if target not in following:
+            following.append(target)
+        if target in run.hits:
+            run.hits[target].route_scores[FOLLOWED_ROUTE] = 1.0
 
     def _resolve(
         self, run: _Run, candidate: ReferenceCandidate

@@ -140,7 +140,15 @@ _CONTINUED = re.compile(
     re.IGNORECASE,
 )
 _CUE_WINDOW = 64
-_CONTEXT_WINDOW = 150
+_CONTEXT_WINDOW = 400
+_TITLE_CHARS = 80
+#: Where a reference's own title ends: "Note 13, Contingencies and Commitments, of the ...".
+_TITLE_END = re.compile(
+    r";|[.!?。](?=\s|$)|[(（]|,\s*(?:of|in|included|which|for|and)\b|\s+(?:for|in|of)\s"
+    r"|\s+(?:Note|Figure|Table|Section|Appendix)\s",
+    re.IGNORECASE,
+)
+_SENTENCE_END = re.compile(r"[.!?。！？](?=\s|$)|\n\s*\n")
 
 
 def references_in_text(text: str) -> list[PassageReference]:
@@ -189,8 +197,16 @@ def _cue(text: str, start: int, end: int) -> str | None:
 
 
 def context_of(text: str, start: int, end: int) -> str:
-    """The words around a reference that say what it is about."""
-    return text[max(0, start - _CONTEXT_WINDOW) : end + _CONTEXT_WINDOW]
+    """What a reference is about: the statement it points from (the sentence before it and
+    its own sentence up to it: "... a tax settlement may reduce our rate. See Note 11") and
+    its own title ("Note 13, Contingencies and Commitments, of the Notes ..." -> the words up
+    to ", of"), at most ``_CONTEXT_WINDOW`` characters before it. Not a fixed window: in
+    "refer to Note 2, Acquisitions; Note 3, Restructuring; and Note 11, Income Taxes" only
+    Note 11 is about taxes."""
+    ends = [m.end() for m in _SENTENCE_END.finditer(text, 0, start)]
+    begin = max(ends[-2] if len(ends) >= 2 else 0, start - _CONTEXT_WINDOW)
+    title = _TITLE_END.search(text, end, min(len(text), end + _TITLE_CHARS))
+    return text[begin : title.start() if title else min(len(text), end + _TITLE_CHARS)]
 
 
 # -- rules -------------------------------------------------------------------------------------
@@ -262,6 +278,13 @@ _TRAILING_CUE_JA = re.compile(
     r"[。．？?]*$|(?:それぞれ|各々)の?"
 )
 
+#: Words that name the structure, which every reference's context holds.
+_STRUCTURE_TERMS = frozenset(
+    tokenize(
+        "note notes figure figures fig table tables section sections page pages appendix "
+        "appendices chapter chapters slide slides item items exhibit continued"
+    )
+)
 _NUMBER_WORDS = r"(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|\d{1,3})"
 _LIST_EN = re.compile(
     r"^\s*(?:please\s+)?(?:list|enumerate|name\s+(?:all|every|each|the)|identify\s+all)\b"
@@ -416,18 +439,25 @@ class RulePlanner:
     def order_references(
         self, query: str, candidates: Sequence[ReferenceCandidate]
     ) -> list[ReferenceCandidate]:
-        """Pointers on the question's topic first (a cue such as "see", "参照" or "continued",
-        and the question's words around it), then bare references among the question's words,
-        then pointers elsewhere; within each, by the rank of the page they were read on. A
-        bare reference among unrelated words ("Table 3" in a list of tables) is left out."""
-        terms = set(tokenize(query))
+        """The references whose context (:func:`context_of`) shares the question's words,
+        pointers first (a cue such as "see" or "参照"), then bare mentions; within each, by
+        the rank of the page they were read on. "Continued on the next page" is always kept.
+        A reference whose context shares none of the question's words is left out, pointer
+        or not: a filing's "Refer to Note 2, Acquisitions" next to a question about legal
+        proceedings leads away from the answer. A question of more than five terms needs two
+        shared ones (a company's name alone is no topic). Words that name structure ("note",
+        "table", "page") do not count: every reference's context has them."""
+        terms = set(tokenize(query)) - _STRUCTURE_TERMS
+        needed = 1 if len(terms) <= 5 else 2
         scored: list[tuple[int, int, int, int, ReferenceCandidate]] = []
         for order, candidate in enumerate(candidates):
             overlap = len(terms & set(tokenize(candidate.context))) if terms else 0
-            pointer = candidate.found.cue is not None
-            if not pointer and not overlap:
+            if candidate.found.step is not None:
+                tier = 0
+            elif overlap < needed:
                 continue
-            tier = 0 if pointer and overlap else 1 if overlap else 2
+            else:
+                tier = 0 if candidate.found.cue is not None else 1
             scored.append((tier, candidate.rank, -overlap, order, candidate))
         scored.sort(key=lambda item: item[:4])
         return [candidate for *_, candidate in scored]

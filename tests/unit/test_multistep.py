@@ -221,6 +221,24 @@ def test_a_referenced_page_follows_the_page_that_names_it() -> None:
     assert trace.stop_reason == "no_new_evidence"
 
 
+def test_a_referenced_page_already_found_moves_up() -> None:
+    retriever = ScriptedRetriever(
+        {TAX: [("a", 3), ("b", 1), ("b", 2), ("a", 9)]},
+        texts={("a", 3): "For the reconciliation of the tax rate, see Note 7."},
+        structures={"a": _report("a", 12)},
+    )
+    result = _search(retriever).search(TAX, ACCESS, RouteName.AGENTIC, 10)
+    assert _pages(result) == [("a", 3), ("a", 9), ("b", 1), ("b", 2)]
+    assert result.hits[1].route_scores == {"dense": 0.5, FOLLOWED_ROUTE: 1.0}
+    trace = result.trace.multistep
+    assert trace is not None
+    (step,) = trace.steps  # nothing new to read: no second hop
+    (reference,) = step.references
+    assert reference.followed and reference.pages == [("a", 9)]
+    assert step.new_pages == [("a", 3), ("b", 1), ("b", 2), ("a", 9)]
+    assert trace.stop_reason == "plan_done"
+
+
 def test_references_that_lead_nowhere_are_reported_not_followed() -> None:
     retriever = ScriptedRetriever(
         {TAX: [("a", 9), ("a", 3)]},

@@ -377,14 +377,40 @@ def test_contract_single_question(planner: Planner) -> None:
     assert plan.kind == "single" and not plan.multi_part and plan.sub_queries == ()
 
 
-def test_contract_references_pointers_first(planner: Planner) -> None:
+def test_contract_references_on_topic_pointers_first(planner: Planner) -> None:
     bare = _candidate("Segment revenue is in Table 3 with other figures.", rank=1, page=2)
     pointer = _candidate("Income taxes: see Note 7 for the reconciliation.", rank=2, page=3)
     on_topic = _candidate("The effective tax rate by year is in Table 9.", rank=1, page=4)
     elsewhere = _candidate("Leases are described in Note 8.", rank=1, page=5)
+    onwards = _candidate("Tax reconciliation (continued on next page)", rank=3, page=6)
     ordered = planner.order_references(
-        "What is the effective tax rate?", [bare, elsewhere, pointer, on_topic]
+        "What is the effective tax rate?", [bare, elsewhere, pointer, on_topic, onwards]
     )
-    # a pointer on the question's topic, then a bare mention among the question's words, then
-    # a pointer elsewhere, whatever the rank of their pages; unrelated and bare: left out
-    assert ordered == [pointer, on_topic, elsewhere]
+    # a pointer on the question's topic (whatever the rank of its page), a continuation, then
+    # a bare mention among the question's words; off the topic, pointer or not: left out
+    assert ordered == [pointer, onwards, on_topic]
+
+
+def test_a_long_question_needs_two_shared_words() -> None:
+    question = "How could a tax settlement affect Amcor's effective income tax rate?"
+    company = _candidate("Amcor Flexibles is described in Note 2.", rank=1, page=2)
+    taxes = _candidate("A tax settlement may reduce our rate. See Note 11.", rank=2, page=3)
+    assert RULES.order_references(question, [company, taxes]) == [taxes]
+
+
+def test_each_listed_reference_has_its_own_title() -> None:
+    text = (
+        "For information on the charges discussed below, refer to Note 2, Acquisitions; "
+        "Note 3, Restructuring; and Note 11, Income Taxes, of the Notes."
+    )
+    contexts = {
+        f.reference.value: context_of(text, f.start, f.end) for f in references_in_text(text)
+    }
+    assert contexts["2"].endswith("Note 2, Acquisitions")
+    assert "Tax" not in contexts["3"] and contexts["11"].endswith("Note 11, Income Taxes")
+
+
+def test_structure_words_are_no_topic() -> None:
+    question = "What are the interest rates of the 2028 Notes?"
+    listed = _candidate("For obligations, refer to Note 6, Derivative Instruments.", rank=1, page=2)
+    assert RULES.order_references(question, [listed]) == []
