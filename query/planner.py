@@ -33,7 +33,8 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from itertools import pairwise
 from typing import Any, Literal, Protocol, get_args
 
 from core.protocols import ChatModel
@@ -71,11 +72,14 @@ class Plan:
     sub_queries: tuple[SubQuery, ...] = ()
     planner: str = "rule"
     note: str | None = None
+    #: the parts are the two ends of a range ("from 2016 to 2021"): searched, but not what
+    #: route ``auto`` calls clearly multi-part (the years between may matter as much)
+    ranged: bool = False
 
     @property
     def multi_part(self) -> bool:
         """Clearly several questions in one: what route ``auto`` may send to ``agentic``."""
-        return self.kind in MULTI_PART_KINDS and len(self.sub_queries) >= 2
+        return self.kind in MULTI_PART_KINDS and len(self.sub_queries) >= 2 and not self.ranged
 
 
 @dataclass(frozen=True)
@@ -217,6 +221,9 @@ _PERIOD_EN = (
     r"(?:19|20)\d{2}(?:/\d{2})?(?![\w,.]\d)"
     r"|(?<![\w$])FY\s?'?\d{2}(?!\d)"
 )
+#: Separators (and leading words) that make a coordination of periods a range.
+_RANGE_EN = re.compile(r"^\s*(?:to|through)\s*$", re.IGNORECASE)
+_RANGE_JA = re.compile(r"^\s*(?:から|~|〜|-|–)\s*$")
 _PERIOD_LIST_EN = re.compile(
     rf"(?:\b(?:between|from|both|in\s+both)\s+)?(?P<list>(?:{_PERIOD_EN})(?:{_SEP}(?:{_PERIOD_EN}))+)",
     re.IGNORECASE,
@@ -237,7 +244,7 @@ _TERMINATOR = r"(?=\s+(?:in|for|during|on|at|over|across|by|from|between|as\s+of
 _PHRASE = r"[^\s?.,;:!]+(?:\s+[^\s?.,;:!]+){0,5}?"
 _COMPARE_EN = [
     re.compile(
-        rf"\b(?:compare|comparing|contrast|contrasting)\s+(?P<a>{_PHRASE})\s+"
+        rf"^\s*(?:please\s+)?(?:compare|contrast)\s+(?P<a>{_PHRASE})\s+"
         rf"(?:and|with|to|against|vs\.?|versus)\s+(?P<b>{_PHRASE}){_TERMINATOR}",
         re.IGNORECASE,
     ),
@@ -264,15 +271,21 @@ _QUESTION_WORD = r"(?:what|how|which|who|whom|whose|when|where|why)"
 _JOINED_QUESTION = re.compile(
     rf"(?:\s*,\s*|\s+)(?:and|also|as\s+well\s+as)\s+(?={_QUESTION_WORD}\b)", re.IGNORECASE
 )
+_ANAPHORIC = re.compile(
+    r"^(?:(?:and|also|so)\s+)?(?:it|its|this|that|these|those|they|them)\b"
+    r"|^(?:(?:また|さらに|なお)、?)?(?:その|それ|これ|この)",
+    re.IGNORECASE,
+)
 _SENTENCES = re.compile(r"(?<=[?？;；])\s*(?=\S)")
 
 _NOUN_JA = r"[\u3400-\u4dbf\u4e00-\u9fff\u30a0-\u30ffー々〆A-Za-z0-9・&＆.%]{1,20}"
-_NOUN_SEP_JA = r"(?:と|および|及び|並びに|ならびに|や|、)"
+_NOUN_SEP_JA = r"(?:と|および|及び|並びに|ならびに)"  # not や, 、: they join clauses too
 _NOUN_LIST_JA = re.compile(
     rf"(?P<list>{_NOUN_JA}(?:{_NOUN_SEP_JA}{_NOUN_JA})+)(?=の|を|は|で|に|が|について|、|と比)"
 )
 _NOUN_ITEM_SEP_JA = re.compile(_NOUN_SEP_JA)
 _CUE_JA = re.compile(r"比較|比べ|違い|差異|差は|差を|対比|それぞれ|各々")
+_DIFFERENCE_JA = re.compile(r"の(?:違い|差異|相違)")
 _TRAILING_CUE_JA = re.compile(
     r"(?:を|の)?(?:比較|比べ|対比)(?:して|すると|した場合|し)?(?:ください|下さい|せよ|する|は)?"
     r"[。．？?]*$|(?:それぞれ|各々)の?"
@@ -326,20 +339,30 @@ def _substitute(query: str, start: int, end: int, items: Sequence[str]) -> list[
     return _distinct(_clean(query[:start] + item + query[end:]) for item in items)
 
 
-def _period_parts(query: str) -> list[str] | None:
+def _period_parts(query: str) -> tuple[list[str], bool] | None:
     """One part per period of a coordination of periods; "between/from/both" before it
-    becomes "in" ("revenue between 2019 and 2020" -> "revenue in 2019", "revenue in 2020")."""
+    becomes "in" ("revenue between 2019 and 2020" -> "revenue in 2019", "revenue in 2020").
+    The flag says whether it is a range ("from 2016 to 2021", "2017年度から2021年度")."""
     text = _LEAD_CUE_EN.sub("", query)
-    for pattern, item in ((_PERIOD_LIST_EN, _PERIOD_ITEM_EN), (_PERIOD_LIST_JA, _PERIOD_ITEM_JA)):
+    patterns = (
+        (_PERIOD_LIST_EN, _PERIOD_ITEM_EN, _RANGE_EN),
+        (_PERIOD_LIST_JA, _PERIOD_ITEM_JA, _RANGE_JA),
+    )
+    for pattern, item, ranges in patterns:
         for m in pattern.finditer(text):
-            items = _distinct(" ".join(i.group(0).split()) for i in item.finditer(m.group("list")))
+            found = list(item.finditer(m.group("list")))
+            items = _distinct(" ".join(i.group(0).split()) for i in found)
             if len(items) < 2:
                 continue
+            between = [m.group("list")[a.end() : b.start()] for a, b in pairwise(found)]
+            ranged = m.group(0).lower().lstrip().startswith("from") or all(
+                ranges.match(gap) for gap in between
+            )
             if m.start() < m.start("list"):
                 items = [f"in {i}" for i in items]
             parts = _substitute(text, m.start(), m.end(), items)
             parts = _distinct(_clean(_TRAILING_CUE_JA.sub("", p)) or p for p in parts)
-            return parts if len(parts) >= 2 else None
+            return (parts, ranged) if len(parts) >= 2 else None
     return None
 
 
@@ -364,18 +387,33 @@ def _entity_parts(query: str) -> list[str] | None:
             if len(items) < 2:
                 continue
             parts = _substitute(query, m.start("list"), m.end("list"), items)
-            parts = _distinct(_clean(_TRAILING_CUE_JA.sub("", p)) or p for p in parts)
+            parts = _distinct(
+                _clean(_TRAILING_CUE_JA.sub("", _DIFFERENCE_JA.sub("", p))) or p for p in parts
+            )
             return parts if len(parts) >= 2 else None
     return None
 
 
 def _question_parts(query: str) -> list[str] | None:
+    """Several questions in one: sentences that are questions themselves, each with three
+    content words of its own. Instructions about the answer ("Answer in million.", "Please
+    write the answer in float format.") and follow-ups about the same thing ("What is the
+    difference in percentage?", "また、その理由を述べてください。") are not parts."""
     pieces = [p for p in _SENTENCES.split(query) if p.strip()]
     if len(pieces) < 2:
         pieces = _JOINED_QUESTION.split(query)
-    parts = _distinct(_clean(p) for p in pieces)
-    words = [len(p.split()) if p.isascii() else len(p) // 2 for p in parts]
-    return parts if len(parts) >= 2 and min(words) >= 3 else None
+        if len(pieces) < 2:
+            return None
+        pieces = [p if p.rstrip().endswith(("?", "？")) else p.rstrip() + "?" for p in pieces]
+    parts = _distinct(_clean(p) for p in pieces if _is_question(p))
+    return parts if len(parts) >= 2 else None
+
+
+def _is_question(piece: str) -> bool:
+    text = piece.strip()
+    if not text.endswith(("?", "？")) or _ANAPHORIC.match(text):
+        return False
+    return len(set(tokenize(text))) >= (3 if text.isascii() else 6)
 
 
 def _clip(text: str) -> str:
@@ -421,15 +459,19 @@ class RulePlanner:
 
     def plan(self, query: str) -> Plan:
         text = _normalise(query)
+        periods = _period_parts(text)
+        if periods:
+            parts, ranged = periods
+            plan = finish_plan(query, "comparison", parts, self.name, self.max_sub_queries)
+            return replace(plan, ranged=ranged)
         splits: tuple[tuple[PlanKind, Callable[[str], list[str] | None]], ...] = (
-            ("comparison", _period_parts),
             ("comparison", _entity_parts),
             ("conjunction", _question_parts),
         )
         for kind, split in splits:
-            parts = split(text)
-            if parts:
-                return finish_plan(query, kind, parts, self.name, self.max_sub_queries)
+            found = split(text)
+            if found:
+                return finish_plan(query, kind, found, self.name, self.max_sub_queries)
         if _LIST_EN.search(text) or _LIST_JA.search(text):
             return finish_plan(query, "list", [], self.name, self.max_sub_queries)
         if _AGGREGATE_EN.search(text) or _AGGREGATE_JA.search(text):

@@ -83,11 +83,16 @@ def test_two_questions_in_one_are_a_conjunction() -> None:
     plan = RULES.plan("What was net income in 2022 and how many employees did the company have?")
     assert plan.kind == "conjunction" and plan.multi_part
     assert _parts(plan) == [
-        "What was net income in 2022",
+        "What was net income in 2022?",
         "how many employees did the company have?",
     ]
-    two = RULES.plan("Who audits the company? Where is its headquarters?")
-    assert _parts(two) == ["Who audits the company?", "Where is its headquarters?"]
+    two = RULES.plan(
+        "Who is the chief executive officer? Where are the company headquarters located?"
+    )
+    assert _parts(two) == [
+        "Who is the chief executive officer?",
+        "Where are the company headquarters located?",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -134,19 +139,59 @@ def test_questions_that_are_not_multi_part(question: str) -> None:
             "２０１９年および２０２０年の売上高を比較してください",
             ["2019年の売上高", "2020年の売上高"],
         ),
-        ("令和2年度から令和4年度の予算の推移", ["令和2年度の予算の推移", "令和4年度の予算の推移"]),
         ("東京都と大阪府の人口を比較してください", ["東京都の人口", "大阪府の人口"]),
         (
             "売上高および営業利益をそれぞれ教えてください",
             ["売上高を教えてください", "営業利益を教えてください"],
         ),
-        ("AとBとCの違い", ["Aの違い", "Bの違い", "Cの違い"]),
+        ("AとBとCの違い", ["A", "B", "C"]),
+        (
+            "日本と米国の違いについて説明してください。",
+            ["日本について説明してください。", "米国について説明してください。"],
+        ),
     ],
 )
 def test_japanese_comparisons(question: str, parts: list[str]) -> None:
     plan = RULES.plan(question)
     assert plan.kind == "comparison" and plan.multi_part
     assert _parts(plan) == parts
+
+
+@pytest.mark.parametrize(
+    ("question", "parts"),
+    [
+        (
+            "What is the year-over-year change in revenue from FY2016 to FY2017?",
+            [
+                "What is the year-over-year change in revenue in FY2016?",
+                "What is the year-over-year change in revenue in FY2017?",
+            ],
+        ),
+        ("令和2年度から令和4年度の予算の推移", ["令和2年度の予算の推移", "令和4年度の予算の推移"]),
+    ],
+)
+def test_a_range_is_searched_by_its_ends_but_is_not_multi_part(
+    question: str, parts: list[str]
+) -> None:
+    plan = RULES.plan(question)
+    assert plan.kind == "comparison" and plan.ranged and not plan.multi_part
+    assert _parts(plan) == parts
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What is the FY2018 capital expenditure amount for 3M? Answer in million.",
+        "How many bar charts are in the report?Please write the answer in integer format.",
+        "Is the adoption rate of iOS 9 higher than the global rate? What is the difference?",
+        "Does AMEX have an improving operating margin? If operating margin is not a useful "
+        "metric for a company like this, then please state that and explain why.",
+        "スクラムマスターの役割は何ですか？また、その理由を述べてください。",
+        "Among all charts in this report, how many compare the general public with Latinos?",
+    ],
+)
+def test_instructions_and_follow_ups_are_not_parts(question: str) -> None:
+    assert not RULES.plan(question).multi_part, _parts(RULES.plan(question))
 
 
 def test_parts_are_capped() -> None:
