@@ -210,7 +210,9 @@ class Retriever:
                 candidates=[(h.id, h.score) for h in hits],
             )
 
-        if self.structure_routes is not None and page_ranks:
+        # The structure routes read words (references, titles): they join routes that do too;
+        # route 'visual' stays the page model alone.
+        if self.structure_routes is not None and page_ranks and chosen != RouteName.VISUAL:
             since = time.perf_counter()
             page_order = [key for key, _ in self._fuse(page_ranks, weights)]
             doc_order = (
