@@ -239,7 +239,11 @@ class MultiStepOptions(BaseModel):
         default=2, ge=0, le=10, description="references followed per step at most"
     )
     pages_per_reference: int = Field(
-        default=2, ge=1, le=20, description="first pages of a followed reference's target kept"
+        default=1,
+        ge=1,
+        le=20,
+        description="pages of a followed reference's target kept (those sharing most words with "
+        "the question): each goes right after the page that named it, ahead of search results",
     )
     max_sub_queries: int = Field(
         default=4, ge=1, le=10, description="parts a plan may split a question into"

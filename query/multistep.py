@@ -40,8 +40,10 @@ latency stays that of one search for everything else.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -78,6 +80,13 @@ from query.retrieval import Retriever
 FOLLOWED_ROUTE = "followed"
 #: References recorded per step at most (a page of a 10-K can name dozens of notes).
 MAX_RECORDED_REFERENCES = 20
+#: A question term on more than this share of a document's pages says nothing about what a
+#: reference in it is about (query.planner's ``common``) ...
+COMMON_SHARE = 0.25
+#: ... in a document of at least this many pages (a short one has too few to tell).
+COMMON_MIN_PAGES = 8
+#: Documents whose page frequencies are kept between searches.
+DF_CACHE_SIZE = 64
 
 
 @dataclass
@@ -125,6 +134,10 @@ class MultiStepSearch:
         self.rules = RulePlanner(self.options.max_sub_queries)
         self.planner: Planner = planner or self.rules
         self.clock = clock
+        self._frequencies: OrderedDict[tuple[str, str, str], tuple[int, dict[str, int]]] = (
+            OrderedDict()
+        )
+        self._lock = threading.Lock()
 
     @property
     def visual_available(self) -> bool:
@@ -308,7 +321,8 @@ class MultiStepSearch:
         """Follow the planner's choice of ``candidates``, one hop, at most ``follow_per_step``;
         every reference read is recorded with what became of it."""
         options = self.options
-        chosen = self.planner.order_references(run.query, candidates)
+        common = self._common_terms(run, {c.page[0] for c in candidates})
+        chosen = self.planner.order_references(run.query, candidates, common)
         picked = {id(c) for c in chosen}
         records: list[FollowedReference] = []
         new: list[PageKey] = []
@@ -355,12 +369,18 @@ class MultiStepSearch:
     def _targets(
         self, run: _Run, candidate: ReferenceCandidate, pages: Sequence[PageKey]
     ) -> list[PageKey]:
-        """The pages of a resolved reference worth adding: not the passage's own page, and of
-        a longer target (a note spanning six pages, "Note 7D" read as Note 7) the
-        ``pages_per_reference`` sharing most words with the question and the sentence that
-        pointed there, in reading order on a tie: the first pages of a note are often its
-        other subsections."""
-        others = [key for key in pages if key != candidate.page]
+        """The pages of a resolved reference worth adding: those of its first run of
+        consecutive pages (the resolver lists its best match first; a later run is another
+        section that happens to share the number, e.g. an exhibit list's "3."), not the
+        passage's own page, and of a longer target (a note spanning six pages, "Note 7D" read
+        as Note 7) the ``pages_per_reference`` sharing most words with the question and the
+        sentence that pointed there, in reading order on a tie."""
+        run_pages: list[PageKey] = []
+        for key in pages:
+            if run_pages and (key[0] != run_pages[-1][0] or key[1] != run_pages[-1][1] + 1):
+                break
+            run_pages.append(key)
+        others = [key for key in run_pages if key != candidate.page]
         keep = self.options.pages_per_reference
         if len(others) <= keep:
             return others
@@ -415,6 +435,39 @@ class MultiStepSearch:
         return [(doc_id, n) for n in resolution.pages], resolution.reason
 
     # -- reads (cached per run) ----------------------------------------------------------------
+
+    def _common_terms(self, run: _Run, doc_ids: set[str]) -> frozenset[str]:
+        """The question's terms found on more than ``COMMON_SHARE`` of the pages of any of
+        ``doc_ids`` (documents of at least ``COMMON_MIN_PAGES`` pages): a Pew report's survey
+        name, a filing's company name. Page frequencies are computed once per document
+        version and kept (``DF_CACHE_SIZE`` documents)."""
+        terms = set(tokenize(run.query))
+        common: set[str] = set()
+        for doc_id in sorted(doc_ids):
+            pages, frequency = self._page_frequency(run, doc_id)
+            if pages >= COMMON_MIN_PAGES:
+                common.update(t for t in terms if frequency.get(t, 0) > COMMON_SHARE * pages)
+        return frozenset(common)
+
+    def _page_frequency(self, run: _Run, doc_id: str) -> tuple[int, dict[str, int]]:
+        structure = self._structure(run, doc_id)
+        key = (run.access.tenant, doc_id, structure.version if structure is not None else "")
+        with self._lock:
+            cached = self._frequencies.get(key)
+            if cached is not None:
+                self._frequencies.move_to_end(key)
+                return cached
+        frequency: dict[str, int] = {}
+        by_page = self._document_pages(run, doc_id)
+        for payloads in by_page.values():
+            for term in set(tokenize(" ".join(str(p.get("text", "")) for p in payloads))):
+                frequency[term] = frequency.get(term, 0) + 1
+        found = (len(by_page), frequency)
+        with self._lock:
+            self._frequencies[key] = found
+            while len(self._frequencies) > DF_CACHE_SIZE:
+                self._frequencies.popitem(last=False)
+        return found
 
     def _structure(self, run: _Run, doc_id: str) -> DocumentStructure | None:
         if doc_id not in run.structures:

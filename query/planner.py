@@ -116,9 +116,14 @@ class Planner(Protocol):
     def plan(self, query: str) -> Plan: ...
 
     def order_references(
-        self, query: str, candidates: Sequence[ReferenceCandidate]
+        self,
+        query: str,
+        candidates: Sequence[ReferenceCandidate],
+        common: frozenset[str] = frozenset(),
     ) -> list[ReferenceCandidate]:
-        """The candidates worth following, best first; the others are left out."""
+        """The candidates worth following, best first; the others are left out. ``common``:
+        terms (:func:`models.text.tokenize`'s) on so many of the documents' pages that they
+        say nothing about what a reference is about (a report's survey name, a company's)."""
         ...
 
 
@@ -479,7 +484,10 @@ class RulePlanner:
         return finish_plan(query, "single", [], self.name, self.max_sub_queries)
 
     def order_references(
-        self, query: str, candidates: Sequence[ReferenceCandidate]
+        self,
+        query: str,
+        candidates: Sequence[ReferenceCandidate],
+        common: frozenset[str] = frozenset(),
     ) -> list[ReferenceCandidate]:
         """The references whose context (:func:`context_of`) shares the question's words,
         pointers first (a cue such as "see" or "参照"), then bare mentions; within each, by
@@ -488,9 +496,11 @@ class RulePlanner:
         or not: a filing's "Refer to Note 2, Acquisitions" next to a question about legal
         proceedings leads away from the answer. A question of more than five terms needs two
         shared ones (a company's name alone is no topic). Words that name structure ("note",
-        "table", "page") do not count: every reference's context has them."""
+        "table", "page") and ``common`` words do not count: every reference's context has
+        them."""
         terms = set(tokenize(query)) - _STRUCTURE_TERMS
         needed = 1 if len(terms) <= 5 else 2
+        terms -= common
         scored: list[tuple[int, int, int, int, ReferenceCandidate]] = []
         for order, candidate in enumerate(candidates):
             overlap = len(terms & set(tokenize(candidate.context))) if terms else 0
@@ -587,9 +597,12 @@ class LlmPlanner:
         return Plan(plan.query, plan.kind, plan.sub_queries, plan.planner, f"{note}; used rules")
 
     def order_references(
-        self, query: str, candidates: Sequence[ReferenceCandidate]
+        self,
+        query: str,
+        candidates: Sequence[ReferenceCandidate],
+        common: frozenset[str] = frozenset(),
     ) -> list[ReferenceCandidate]:
-        return self.fallback.order_references(query, candidates)
+        return self.fallback.order_references(query, candidates, common)
 
 
 def build_planner(options: MultiStepOptions, llm: ChatModel | None) -> Planner:

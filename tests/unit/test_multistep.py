@@ -239,6 +239,21 @@ def test_a_referenced_page_already_found_moves_up() -> None:
     assert trace.stop_reason == "plan_done"
 
 
+def test_words_on_most_pages_of_a_document_do_not_make_a_reference_on_topic() -> None:
+    question = "What does the Acme survey say about tax rate trends?"
+    pages = {("a", n): f"Acme survey page {n}." for n in range(1, 13)}
+    pages[("a", 3)] = "Acme survey results: see Note 7."  # shares only 'Acme', 'survey'
+    retriever = ScriptedRetriever(
+        {question: [("a", 3)]}, texts=pages, structures={"a": _report("a", 12)}
+    )
+    result = _search(retriever).search(question, ACCESS, RouteName.AGENTIC, 10)
+    trace = result.trace.multistep
+    assert trace is not None
+    (reference,) = trace.steps[0].references
+    assert not reference.followed and reference.skipped == "none of the question's words near it"
+    assert _pages(result) == [("a", 3)]
+
+
 def test_references_that_lead_nowhere_are_reported_not_followed() -> None:
     retriever = ScriptedRetriever(
         {TAX: [("a", 9), ("a", 3)]},

@@ -459,3 +459,13 @@ def test_structure_words_are_no_topic() -> None:
     question = "What are the interest rates of the 2028 Notes?"
     listed = _candidate("For obligations, refer to Note 6, Derivative Instruments.", rank=1, page=2)
     assert RULES.order_references(question, [listed]) == []
+
+
+def test_common_words_are_no_topic(planner: Planner) -> None:
+    question = "What share of seniors go online in the Pew Internet tracking survey?"
+    methods = _candidate(
+        "Data come from the Pew Internet tracking survey; see the Methods section.", 1, 6
+    )
+    assert planner.order_references(question, [methods]) == [methods]
+    common = frozenset({"pew", "internet", "track", "survey"})
+    assert planner.order_references(question, [methods], common) == []
