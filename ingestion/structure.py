@@ -547,6 +547,9 @@ def _items(elements: Iterable[Element]) -> list[StructureItem]:
 # Sections
 
 
+#: A heading text on more pages than this is a running head, not a new section each time.
+_RUNNING_HEAD_PAGES = 2
+
 _NOTES_CONTEXT = re.compile(
     r"notes?\s+to\s+(?:the\s+)?(?:\w+\s+){0,2}financial\s+statements|財務諸表.{0,4}注記|注記事項",
     re.IGNORECASE,
@@ -693,6 +696,17 @@ def _sections(parsed: ParsedDocument, last_page: int) -> list[StructureSection]:
             )
             placed.append((entry.page_number, -1 if seq is None else seq, heading))
             stack.append(entry)
+    # A "heading" printed on many pages is a running head the layout model took for a
+    # section header ("Notes to Consolidated Financial Statements" atop every page of the
+    # notes): only its first occurrence opens a section, or it would cut every real one short.
+    pages_of_title: dict[str, set[int]] = {}
+    for element in parsed.elements:
+        if element.kind == ElementKind.TITLE:
+            pages_of_title.setdefault(_normalise_title(element.text), set()).add(
+                element.page_number
+            )
+    running = {title for title, on in pages_of_title.items() if len(on) > _RUNNING_HEAD_PAGES}
+    seen_running: set[str] = set()
     # Headings the outline does not list (an outline often holds only the top levels: a
     # filing's "Notes to Financial Statements" but not "Note 7 — Income taxes") sit below
     # its deepest level; without an outline they are the whole tree.
@@ -701,8 +715,13 @@ def _sections(parsed: ParsedDocument, last_page: int) -> list[StructureSection]:
             continue
         if not 1 <= element.page_number <= last_page:
             continue
-        if (element.page_number, _normalise_title(element.text)) in in_outline:
+        normalised = _normalise_title(element.text)
+        if (element.page_number, normalised) in in_outline:
             continue
+        if normalised in running:
+            if normalised in seen_running or any(t == normalised for _, t in in_outline):
+                continue
+            seen_running.add(normalised)
         heading = _Heading(
             title=element.text,
             level=depth + 1 if depth else max(1, len(element.section_path)),

@@ -105,6 +105,13 @@ class Retriever:
         started = time.perf_counter()
         stages_ms: dict[str, float] = {}
         chosen = choose_route(query, self.visual_available) if route == RouteName.AUTO else route
+        if chosen == RouteName.AGENTIC:
+            raise PageSightError(
+                ErrorCode.ROUTE_UNAVAILABLE,
+                Stage.QUERY,
+                "route 'agentic' is a loop of searches: query.multistep.MultiStepSearch serves "
+                "it (LocalStack.search), not a single retrieval",
+            )
         if chosen in (RouteName.VISUAL, RouteName.HYBRID) and not self.visual_available:
             raise PageSightError(
                 ErrorCode.ROUTE_UNAVAILABLE,

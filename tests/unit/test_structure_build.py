@@ -680,3 +680,24 @@ def test_edgar_10k_folios_are_read_from_the_last_line_mid_page() -> None:
     found = detect_folios(_margin_pages("BOEING_2022_10K.pdf", 1, 110))
     assert found[3] == "1" and found[21] == "19" and found[101] == "97"
     assert 1 not in found and len(found) >= 100
+
+
+def test_a_running_head_taken_for_a_heading_opens_one_section_only() -> None:
+    """The layout model may read a running head as a section header on every page; only its
+    first occurrence opens a section, so the notes under it keep their spans."""
+    pages = [page(n) for n in range(1, 6)]
+    head = "Notes to Consolidated Financial Statements"
+    elements = [
+        element(1, 0, ElementKind.TITLE, head),
+        element(1, 1, ElementKind.TITLE, "Note 7 — Long-term debt"),
+        element(2, 0, ElementKind.TITLE, head),
+        element(3, 0, ElementKind.TITLE, head),
+        element(4, 0, ElementKind.TITLE, head),
+        element(4, 1, ElementKind.TITLE, "Note 8 — Leases"),
+    ]
+    for e in elements[1:]:
+        e.section_path = [head, e.text] if e.text != head else [head]
+    structure = build_structure(parsed(pages, elements))
+    spans = {s.title: (s.page_start, s.page_end) for s in structure.sections}
+    assert [s.title for s in structure.sections].count(head) == 1
+    assert spans["Note 7 — Long-term debt"] == (1, 4)
