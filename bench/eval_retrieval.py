@@ -232,8 +232,9 @@ def main() -> None:
     ap.add_argument(
         "--ablate",
         default="",
-        help="comma list of fusion routes (page,reference,section; 'structure' = all three) to "
-        "switch off, one at a time, on the headline route: reported under 'ablations'",
+        help="comma list of fusion routes (page,row,reference,section; 'structure' = page, "
+        "reference and section; 'a+b' = both at once) to switch off, one entry at a time, on "
+        "the headline route: reported under 'ablations'",
     )
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
@@ -272,7 +273,11 @@ def main() -> None:
 
             access = AccessFilter(tenant=TENANT)
             ablations = {
-                name: STRUCTURE_ROUTES if name == "structure" else (name,)
+                name: tuple(
+                    route
+                    for part in name.split("+")
+                    for route in (STRUCTURE_ROUTES if part == "structure" else (part,))
+                )
                 for name in (a.strip() for a in args.ablate.split(",") if a.strip())
             }
             ablation_rows: dict[str, list[dict[str, Any]]] = {f"no_{a}": [] for a in ablations}

@@ -60,7 +60,18 @@ from query.structure_search import (
 
 #: What fusion needs of a chunk candidate; texts, boxes and element ids are fetched afterwards,
 #: only for the chunks that end up on a returned page.
-CANDIDATE_FIELDS = ("doc_id", "page_numbers", "page_labels", "chunk_id", "title", "source_uri")
+CANDIDATE_FIELDS = (
+    "doc_id",
+    "page_numbers",
+    "page_labels",
+    "chunk_id",
+    "title",
+    "source_uri",
+    "unit",
+)
+#: Route of the table-row units: their own ranking, so that rows never crowd whole chunks out
+#: of the keyword and dense candidates (a filing has thousands of rows).
+ROW_ROUTE = "row"
 
 
 class Retriever:
@@ -166,17 +177,29 @@ class Retriever:
         if chosen in (RouteName.KEYWORD, RouteName.TEXT, RouteName.HYBRID):
             since = time.perf_counter()
             sparse_query = self.sparse.encode_query(query)
-            pool = self.chunk_store.query_sparse(
-                SPARSE_VECTOR,
-                sparse_query,
-                access,
-                max(limit, self.options.page_candidates),
-                CANDIDATE_FIELDS,
+            pool, rows = _split_rows(
+                self.chunk_store.query_sparse(
+                    SPARSE_VECTOR,
+                    sparse_query,
+                    access,
+                    max(limit, self.options.page_candidates),
+                    CANDIDATE_FIELDS,
+                )
             )
             record_chunks("keyword", self.sparse.model_id, pool[:limit], since)
             since = time.perf_counter()
-            chunks.update((h.id, h.payload) for h in pool)
-            record_pages(PAGE_ROUTE, page_ranking(pool)[:limit], since)
+            if self._on(PAGE_ROUTE):
+                chunks.update((h.id, h.payload) for h in pool)
+                record_pages(PAGE_ROUTE, page_ranking(pool)[:limit], since)
+            if rows and self._on(ROW_ROUTE):
+                # Rows confirm: a page the keyword routes found rises when one of its table
+                # rows matches; rows alone bring no page, and they never take a whole chunk's
+                # place among the keyword and dense candidates.
+                since = time.perf_counter()
+                seen = page_ranks["keyword"].keys() | page_ranks.get(PAGE_ROUTE, {}).keys()
+                confirmed = [(k, v) for k, v in _best_per_page(rows) if k in seen]
+                chunks.update((h.id, h.payload) for h in rows if _pages_of(h.payload)[0] in seen)
+                record_pages(ROW_ROUTE, confirmed[:limit], since)
         if chosen in (RouteName.TEXT, RouteName.HYBRID):
             skip = self._dense_skip_reason(query)
             if skip:
@@ -184,10 +207,12 @@ class Retriever:
             else:
                 since = time.perf_counter()
                 vector = self.embedder.embed_query(query).tolist()
-                hits = self.chunk_store.query_dense(
-                    DENSE_VECTOR, vector, access, limit, CANDIDATE_FIELDS
+                hits, _ = _split_rows(
+                    self.chunk_store.query_dense(
+                        DENSE_VECTOR, vector, access, 2 * limit, CANDIDATE_FIELDS
+                    )
                 )
-                record_chunks("dense", self.embedder.model_id, hits, since)
+                record_chunks("dense", self.embedder.model_id, hits[:limit], since)
         if chosen in (RouteName.VISUAL, RouteName.HYBRID):
             assert self.page_store is not None and self.page_embedder is not None
             since = time.perf_counter()
@@ -229,16 +254,17 @@ class Retriever:
             )
             stages_ms["structure_prefuse"] = round((time.perf_counter() - since) * 1000, 2)
             found = self.structure_routes.references_in(query)
-            if found:
+            if found and self._on(REFERENCE_ROUTE):
                 since = time.perf_counter()
                 ranking = self.structure_routes.reference_pages(found, doc_order, access)
                 references = ranking.references
                 record_pages(REFERENCE_ROUTE, _by_rank(ranking.pages), since)
-            since = time.perf_counter()
-            page_rank = {key: rank for rank, key in enumerate(page_order, start=1)}
-            ranking = self.structure_routes.section_pages(query, doc_order, access, page_rank)
-            if ranking.pages:
-                record_pages(SECTION_ROUTE, _by_rank(ranking.pages), since)
+            if self._on(SECTION_ROUTE):
+                since = time.perf_counter()
+                page_rank = {key: rank for rank, key in enumerate(page_order, start=1)}
+                ranking = self.structure_routes.section_pages(query, doc_order, access, page_rank)
+                if ranking.pages:
+                    record_pages(SECTION_ROUTE, _by_rank(ranking.pages), since)
 
         since = time.perf_counter()
         fused = self._fuse(page_ranks, weights)
@@ -273,6 +299,10 @@ class Retriever:
             ),
         )
         return SearchResult(hits=hits_out, trace=trace)
+
+    def _on(self, route: str) -> bool:
+        """A fusion route with weight 0 is not computed at all."""
+        return self.options.weights.get(route, 1.0) > 0
 
     def _fuse(
         self, page_ranks: dict[str, dict[PageKey, int]], weights: dict[str, float]
@@ -378,6 +408,21 @@ class Retriever:
             (payload["width"], payload["height"]),
             max_boxes=self.options.evidence_boxes,
         )
+
+
+def _split_rows(hits: list[ScoredPoint]) -> tuple[list[ScoredPoint], list[ScoredPoint]]:
+    """(whole chunks, table-row units), each in rank order."""
+    rows = [h for h in hits if h.payload.get("unit") == "table_row"]
+    return [h for h in hits if h.payload.get("unit") != "table_row"], rows
+
+
+def _best_per_page(hits: list[ScoredPoint]) -> list[tuple[PageKey, float]]:
+    """Pages in the order of their best hit, with that hit's score."""
+    best: dict[PageKey, float] = {}
+    for hit in hits:
+        for key in _pages_of(hit.payload):
+            best.setdefault(key, hit.score)
+    return list(best.items())
 
 
 def _pages_of(payload: dict[str, Any]) -> list[PageKey]:

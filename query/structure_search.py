@@ -13,8 +13,8 @@ and filings (issue 16):
   documents the text routes found most relevant, in that order; a page that does not exist is
   reported in the trace, never guessed.
 - **"In the Leadership program section"**: the section tree is searchable by its titles; the
-  pages of the best-matching sections are ranked by how the text routes ranked them (a
-  PageIndex-like descent, lexical, no LLM needed).
+  candidate pages inside the best-matching sections are promoted, in the order the text routes
+  ranked them (a PageIndex-like descent, lexical, no LLM needed).
 
 Each yields a ranking of pages that fuses with the chunk routes by weighted RRF, like the
 visual route: a page's rank is given to every chunk candidate on it.
@@ -151,8 +151,10 @@ class StructureRoutes:
         access: AccessFilter,
         page_rank: Mapping[PageKey, int],
     ) -> StructureRanking:
-        """Pages of the sections whose titles best match the query, inside each section by
-        the text routes' page ranks (``page_rank``), then in reading order."""
+        """Pages of the sections whose titles best match the query that the text routes also
+        found, in their order (``page_rank``): the section's title confirms a candidate; pages
+        nothing else found are not added (measured: adding a span's other pages in reading
+        order cost page_hit@1 0.61 -> 0.53 on smoke and 0.75 -> 0.49 on the Japanese set)."""
         terms = set(tokenize(query))
         if not terms:
             return StructureRanking(pages=[], references=[])
@@ -167,8 +169,7 @@ class StructureRoutes:
         for _, _, structure, section in scored[: self.sections]:
             span = [(structure.doc_id, n) for n in range(section.page_start, section.page_end + 1)]
             found = sorted((k for k in span if k in page_rank), key=lambda k: page_rank[k])
-            rest = [k for k in span if k not in page_rank]
-            for key in (found + rest)[: self.pages_per_section]:
+            for key in found[: self.pages_per_section]:
                 if key not in pages:
                     pages.append(key)
         return StructureRanking(pages=pages, references=[])

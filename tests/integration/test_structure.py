@@ -58,7 +58,8 @@ def test_reingest_reparses_a_document_indexed_under_older_structure_rules(
     from ingestion.structure import STRUCTURE_VERSION
 
     pdf = samples.table_pdf(tmp_path / "table.pdf")
-    rows = Settings(data_dir=tmp_path / "var")  # the first parse also indexes table rows
+    rows = Settings(data_dir=tmp_path / "var")
+    rows.chunk.table_rows = True  # the first parse also indexes table rows
     with LocalStack(rows) as stack:
         (first,) = stack.ingestor.ingest([stack.request(pdf)])
         before = len(stack.store.points_of_document("default", first.doc_id))

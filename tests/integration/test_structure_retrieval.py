@@ -87,7 +87,11 @@ def _report(path: Path) -> Path:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalStack, str]]:
     root = tmp_path_factory.mktemp("structure")
-    with LocalStack(Settings(data_dir=root / "var")) as local:
+    settings = Settings(data_dir=root / "var")
+    # Both off by default (measured: README); the mechanisms are tested here.
+    settings.chunk.table_rows = True
+    settings.retrieval.weights["section"] = 0.5
+    with LocalStack(settings) as local:
         (job,) = local.ingestor.ingest([local.request(_report(root / "report.pdf"))])
         assert job.state.value == "READY", job.error_message
         yield local, job.doc_id

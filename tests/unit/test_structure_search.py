@@ -97,9 +97,10 @@ def test_section_titles_select_spans_ranked_by_the_other_routes() -> None:
         "How did the leadership program train graduates?",
         ["a"],
         AccessFilter(tenant="t"),
-        page_rank={("a", 6): 1, ("a", 1): 2},
+        page_rank={("a", 6): 1, ("a", 1): 2, ("a", 4): 3},
     )
-    # page 6 ranked by the text routes comes first, then the span in reading order
+    # the span's pages the text routes found, in their order; page 5 (found by none) is not
+    # added, nor page 1 (outside the span)
     assert ranking.pages == [("a", 6), ("a", 4)]
 
 

@@ -475,7 +475,7 @@ def _filing() -> ParsedDocument:
 
 
 def test_row_chunks_follow_the_ordinary_chunks_with_continuing_seqs() -> None:
-    chunks = Chunker(ChunkOptions())(_filing())
+    chunks = Chunker(ChunkOptions(table_rows=True))(_filing())
     ordinary = [c for c in chunks if c.unit == "chunk"]
     rows = [c for c in chunks if c.unit == "table_row"]
     assert chunks == ordinary + rows
@@ -491,7 +491,7 @@ def test_row_chunks_follow_the_ordinary_chunks_with_continuing_seqs() -> None:
 def test_row_chunks_point_at_their_table_and_carry_its_context() -> None:
     parsed = _filing()
     table = parsed.elements[2]
-    rows = [c for c in Chunker(ChunkOptions())(parsed) if c.unit == "table_row"]
+    rows = [c for c in Chunker(ChunkOptions(table_rows=True))(parsed) if c.unit == "table_row"]
     inventories = next(c for c in rows if "Inventories" in c.text)
     assert inventories.text == (
         "(in millions)\n"
@@ -509,17 +509,17 @@ def test_row_chunks_point_at_their_table_and_carry_its_context() -> None:
 
 
 def test_row_chunks_are_deterministic_and_capped_per_table() -> None:
-    first = Chunker(ChunkOptions())(_filing())
-    again = Chunker(ChunkOptions())(_filing())
+    first = Chunker(ChunkOptions(table_rows=True))(_filing())
+    again = Chunker(ChunkOptions(table_rows=True))(_filing())
     assert [c.model_dump() for c in first] == [c.model_dump() for c in again]
 
-    capped = Chunker(ChunkOptions(max_table_rows=2))(_filing())
+    capped = Chunker(ChunkOptions(table_rows=True, max_table_rows=2))(_filing())
     rows = [c for c in capped if c.unit == "table_row"]
     assert len(rows) == 4  # two per statement table, the stacked segment tables counting as one
     lines = ["| Item | 2021 | 2022 |", "|---|---|---|"]
     lines += [f"| Line item {i} | {i} | {i + 1} |" for i in range(10_000)]
     big = _parsed([_element(ElementKind.TABLE, "\n".join(lines), ["Dump"], 1, 0)])
-    chunks: list[Chunk] = Chunker(ChunkOptions())(big)
+    chunks: list[Chunk] = Chunker(ChunkOptions(table_rows=True))(big)
     assert sum(c.unit == "table_row" for c in chunks) == 80
 
 
@@ -538,7 +538,7 @@ def test_real_balance_sheet_row_holds_its_year_columns() -> None:
     with pymupdf.open(path) as doc:
         blocks = LayoutPageParser().parse(doc, [40])
     elements = ElementAssembler().assemble(DOC_ID, VERSION, [(40, blocks[40])])
-    rows = [c for c in Chunker(ChunkOptions())(_parsed(elements)) if c.unit == "table_row"]
+    rows = [c for c in Chunker(ChunkOptions(table_rows=True))(_parsed(elements)) if c.unit == "table_row"]
     inventories = next(c for c in rows if "Inventories |" in c.text)
     line = inventories.text.splitlines()[-1]
     assert line == "Current assets: Inventories | December 31, 2016: 11,461 | 2017: 16,047"
