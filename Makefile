@@ -104,15 +104,17 @@ bench-embed: setup
 EVAL := ../shared/eval
 eval-smoke: setup
 	$(BIN)/python bench/eval_retrieval.py --pdfs $(EVAL)/pdfs --questions $(EVAL)/questions.jsonl \
-		--subset smoke --route text --data-dir var/eval/smoke --out var/bench/eval_smoke_text.json
+		--subset smoke --route auto,text,keyword --ablate structure --data-dir var/eval/smoke \
+		--out var/bench/eval_smoke.json
 
 eval-ja: setup
 	$(BIN)/python bench/eval_retrieval.py --pdfs $(EVAL)/ja/pdfs --questions $(EVAL)/ja/questions.jsonl \
-		--route text --data-dir var/eval/ja --out var/bench/eval_ja_text.json
+		--route auto,text,keyword --ablate structure --data-dir var/eval/ja --out var/bench/eval_ja.json
 
 eval-full: setup
 	$(BIN)/python bench/eval_retrieval.py --pdfs $(EVAL)/pdfs --questions $(EVAL)/questions.jsonl \
-		--route text --data-dir var/eval/full --out var/bench/eval_full_text.json
+		--route auto,text,keyword --ablate structure,page,reference --data-dir var/eval/full \
+		--out var/bench/eval_full.json
 
 # Answers on smoke (+ all unanswerable questions), CRAG off and on. The index is the full
 # corpus' (make eval-full builds it); retrieval is filtered to the documents of the run.
