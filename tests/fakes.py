@@ -1,11 +1,98 @@
-"""Test doubles shared by the answer and corrective-retrieval tests."""
+"""Test doubles shared by the answer, corrective-retrieval and planner tests."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from core.types import AccessFilter, Candidates, Passage, RetrievalTrace, RouteName
+from core.types import (
+    AccessFilter,
+    Candidates,
+    ChatMessage,
+    ChatResult,
+    Passage,
+    RetrievalTrace,
+    RouteName,
+)
+
+
+class ScriptedChat:
+    """A :class:`core.protocols.ChatModel` that replies from a script: ``pick(messages,
+    schema_name)`` gives a parsed JSON reply, an exception to raise, or a callable of the
+    messages giving either. Every call is recorded (thread-safe: CRAG grades in parallel)."""
+
+    def __init__(
+        self,
+        pick: Callable[[Sequence[ChatMessage], str], Any],
+        model: str = "scripted",
+        tokens: tuple[int | None, int | None] = (None, None),
+    ) -> None:
+        self.pick = pick
+        self.model = model
+        self.tokens = tokens
+        self.calls: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+
+    @classmethod
+    def by_schema(cls, **replies: Any) -> ScriptedChat:
+        """``replies[schema_name]`` answers each call."""
+        return cls(lambda _messages, name: replies[name])
+
+    @classmethod
+    def in_order(cls, *replies: Any) -> ScriptedChat:
+        """The replies in turn; a call past the last fails the test."""
+        queue = list(replies)
+
+        def pick(_messages: Sequence[ChatMessage], _name: str) -> Any:
+            if not queue:
+                raise AssertionError("the LLM was called more often than scripted")
+            return queue.pop(0)
+
+        return cls(pick)
+
+    @classmethod
+    def by_question(cls, replies: dict[str, Any], model: str = "scripted") -> ScriptedChat:
+        """``replies[question]``, the question being the last message after 'Question: '."""
+
+        def pick(messages: Sequence[ChatMessage], _name: str) -> Any:
+            return replies[str(messages[-1].content).removeprefix("Question: ")]
+
+        return cls(pick, model=model, tokens=(50, 20))
+
+    def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        json_schema: dict[str, Any] | None = None,
+        schema_name: str = "answer",
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> ChatResult:
+        with self.lock:
+            self.calls.append(
+                {
+                    "messages": list(messages),
+                    "schema": json_schema,
+                    "json_schema": json_schema,
+                    "name": schema_name,
+                    "max_tokens": max_tokens,
+                }
+            )
+            reply = self.pick(messages, schema_name)
+        if callable(reply):
+            reply = reply(messages)
+        if isinstance(reply, Exception):
+            raise reply
+        return ChatResult(
+            text=json.dumps(reply),
+            parsed=reply,
+            finish_reason="stop",
+            prompt_tokens=self.tokens[0],
+            completion_tokens=self.tokens[1],
+            model=self.model,
+        )
 
 
 class TableSearch:

@@ -7,7 +7,6 @@ test_corrective_llm.py runs them against a scripted OpenAI-compatible server.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -17,7 +16,7 @@ from pydantic import ValidationError
 
 from core.errors import ErrorCode
 from core.settings import AnswerOptions, CorrectiveOptions, Settings
-from core.types import AccessFilter, ChatMessage, ChatResult, Grade, Passage, RouteName
+from core.types import AccessFilter, ChatMessage, Grade, Passage, RouteName
 from gateway.protocol import AnswerRequest
 from models.llm import LlmError, MalformedOutput
 from models.reranker import FusedScoreRanker
@@ -38,7 +37,7 @@ from query.corrective import (
     pipeline_scorer,
 )
 from query.generation import ABSTAIN_TEXT
-from tests.fakes import TableSearch
+from tests.fakes import ScriptedChat, TableSearch
 
 ACCESS = AccessFilter(tenant="acme", principals=["alice"])
 C, A, X = Grade.CORRECT, Grade.AMBIGUOUS, Grade.INCORRECT
@@ -69,41 +68,11 @@ class FakeGrader:
         return [GradeResult(self.grades.get(p.chunk_id, X), "scripted") for p in passages]
 
 
-class FakeLlm:
-    """``complete()`` answers by the schema name: ``replies[name]`` is a parsed reply, an
-    exception to raise, or a callable of the messages giving either."""
-
-    def __init__(self, **replies: Any) -> None:
-        self.replies = replies
-        self.calls: list[dict[str, Any]] = []
-        self.lock = threading.Lock()
-
-    def complete(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        json_schema: dict[str, Any] | None = None,
-        schema_name: str = "answer",
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-    ) -> ChatResult:
-        with self.lock:
-            self.calls.append(
-                {"messages": list(messages), "schema": json_schema, "name": schema_name}
-            )
-        reply = self.replies[schema_name]
-        if callable(reply):
-            reply = reply(messages)
-        if isinstance(reply, Exception):
-            raise reply
-        return ChatResult(
-            text=json.dumps(reply),
-            parsed=reply,
-            finish_reason="stop",
-            prompt_tokens=10,
-            completion_tokens=3,
-            model="fake",
-        )
+def FakeLlm(**replies: Any) -> ScriptedChat:
+    """A chat model replying by schema name (grades, rewrites), 10 prompt tokens a call."""
+    llm = ScriptedChat.by_schema(**replies)
+    llm.tokens = (10, 3)
+    return llm
 
 
 def corrective(

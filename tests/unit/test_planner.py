@@ -4,14 +4,12 @@ contract both planners meet."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from core.errors import ErrorCode
-from core.types import ChatMessage, ChatResult
 from models.llm import LlmError
 from query.planner import (
     PLAN_SCHEMA,
@@ -25,6 +23,7 @@ from query.planner import (
     context_of,
     references_in_text,
 )
+from tests.fakes import ScriptedChat
 
 RULES = RulePlanner()
 
@@ -248,44 +247,9 @@ def _candidate(text: str, rank: int, page: int) -> ReferenceCandidate:
 # -- the LLM planner (scripted) -----------------------------------------------------------------
 
 
-class ScriptedLlm:
-    """``complete()`` answers from a script: a reply per question (parsed JSON, an exception
-    to raise, or a callable of the messages); every call is recorded."""
-
-    def __init__(self, replies: dict[str, Any], model: str = "scripted") -> None:
-        self.replies = replies
-        self.model = model
-        self.calls: list[dict[str, Any]] = []
-
-    def complete(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        json_schema: dict[str, Any] | None = None,
-        schema_name: str = "answer",
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-    ) -> ChatResult:
-        self.calls.append({"messages": list(messages), "schema": json_schema, "name": schema_name})
-        question = str(messages[-1].content).removeprefix("Question: ")
-        reply = self.replies[question]
-        if callable(reply):
-            reply = reply(messages)
-        if isinstance(reply, Exception):
-            raise reply
-        return ChatResult(
-            text=json.dumps(reply),
-            parsed=reply,
-            finish_reason="stop",
-            prompt_tokens=50,
-            completion_tokens=20,
-            model=self.model,
-        )
-
-
 def test_llm_planner_asks_with_the_schema_and_keeps_its_parts() -> None:
     question = "How did the two largest segments do last year?"
-    llm = ScriptedLlm(
+    llm = ScriptedChat.by_question(
         {
             question: {
                 "kind": "comparison",
@@ -308,7 +272,7 @@ def test_llm_planner_asks_with_the_schema_and_keeps_its_parts() -> None:
 
 def test_llm_planner_cleans_its_reply() -> None:
     question = "Compare A and B"
-    llm = ScriptedLlm(
+    llm = ScriptedChat.by_question(
         {
             question: {
                 "kind": "comparison",
@@ -330,23 +294,23 @@ def test_llm_planner_cleans_its_reply() -> None:
 )
 def test_llm_planner_falls_back_to_the_rules(reply: Any, note: str) -> None:
     question = "Compare net revenue in 2019 and 2020"
-    plan = LlmPlanner(ScriptedLlm({question: reply})).plan(question)
+    plan = LlmPlanner(ScriptedChat.by_question({question: reply})).plan(question)
     assert plan.planner == "rule" and plan.note and note in plan.note
     assert _parts(plan) == ["net revenue in 2019", "net revenue in 2020"]
 
 
 def test_llm_comparison_without_two_parts_is_one_search() -> None:
     question = "Compare revenue"
-    plan = LlmPlanner(ScriptedLlm({question: {"kind": "comparison", "sub_queries": ["x"]}})).plan(
-        question
-    )
+    plan = LlmPlanner(
+        ScriptedChat.by_question({question: {"kind": "comparison", "sub_queries": ["x"]}})
+    ).plan(question)
     assert plan.kind == "single" and plan.sub_queries == () and plan.note
 
 
 def test_build_planner_picks_by_settings() -> None:
     from core.settings import MultiStepOptions
 
-    llm = ScriptedLlm({})
+    llm = ScriptedChat.by_question({})
     assert isinstance(build_planner(MultiStepOptions(), None), RulePlanner)
     assert isinstance(build_planner(MultiStepOptions(), llm), LlmPlanner)
     assert isinstance(build_planner(MultiStepOptions(planner="rule"), llm), RulePlanner)
@@ -377,7 +341,7 @@ def _rules() -> Planner:
 
 
 def _llm() -> Planner:
-    return LlmPlanner(ScriptedLlm(GOOD_PLANS))
+    return LlmPlanner(ScriptedChat.by_question(GOOD_PLANS))
 
 
 @pytest.fixture(params=[_rules, _llm], ids=["rule", "llm"])

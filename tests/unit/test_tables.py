@@ -538,7 +538,11 @@ def test_real_balance_sheet_row_holds_its_year_columns() -> None:
     with pymupdf.open(path) as doc:
         blocks = LayoutPageParser().parse(doc, [40])
     elements = ElementAssembler().assemble(DOC_ID, VERSION, [(40, blocks[40])])
-    rows = [c for c in Chunker(ChunkOptions(table_rows=True))(_parsed(elements)) if c.unit == "table_row"]
+    rows = [
+        c
+        for c in Chunker(ChunkOptions(table_rows=True))(_parsed(elements))
+        if c.unit == "table_row"
+    ]
     inventories = next(c for c in rows if "Inventories |" in c.text)
     line = inventories.text.splitlines()[-1]
     assert line == "Current assets: Inventories | December 31, 2016: 11,461 | 2017: 16,047"
