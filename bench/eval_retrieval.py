@@ -177,7 +177,7 @@ def half_of(doc: str) -> str:
 def parse_cache_fingerprint(settings: Any) -> str:
     """What a cached parse depends on: the parse settings and the parser's own source files."""
     digest = hashlib.sha256(settings.parse.model_dump_json().encode())
-    digest.update(str(settings.render.model_dump_json()).encode())
+    digest.update(settings.render.model_dump_json().encode())
     ingestion = REPO_ROOT / "ingestion"
     sources = [
         *sorted((ingestion / "parse").rglob("*.py")),

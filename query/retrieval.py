@@ -154,12 +154,9 @@ class Retriever:
             record(name, model_id, [(h.id, h.score) for h in hits], since)
             chunk_ranks[name] = {h.id: rank for rank, h in enumerate(hits, start=1)}
             chunks.update((h.id, h.payload) for h in hits)
-            page_ranks[name], page_raw[name] = {}, {}
-            for hit in hits:  # a page ranks where its best chunk ranks
-                for key in _pages_of(hit.payload):
-                    if key not in page_ranks[name]:
-                        page_ranks[name][key] = len(page_ranks[name]) + 1
-                        page_raw[name][key] = hit.score
+            pages = _best_per_page(hits)  # a page ranks where its best chunk ranks
+            page_ranks[name] = {key: rank for rank, (key, _) in enumerate(pages, start=1)}
+            page_raw[name] = dict(pages)
 
         def record_pages(
             name: str,
@@ -335,8 +332,7 @@ class Retriever:
             hit = PageHit(
                 doc_id=key[0],
                 page_number=key[1],
-                page_label=(payload.get("page_labels") or {}).get(str(key[1]))
-                or (visual.payload.get("label") if visual else None),
+                page_label=visual.payload.get("label") if visual else None,
                 rank=rank,
                 score=score,
                 title=meta.get("title"),
@@ -359,9 +355,8 @@ class Retriever:
     def _add_chunk(self, hit: PageHit, payload: dict[str, Any], page_number: int) -> None:
         if not hit.chunk_ids:
             hit.snippet = _snippet(payload.get("text", ""), self.options.snippet_chars)
-            hit.page_label = hit.page_label or (payload.get("page_labels") or {}).get(
-                str(page_number)
-            )
+            labels = payload.get("page_labels") or {}
+            hit.page_label = labels.get(str(page_number)) or hit.page_label
             hit.bboxes = [
                 BBox.of(box) for page, box in payload.get("bboxes", []) if page == page_number
             ]
