@@ -147,7 +147,7 @@ def page_texts(paths: dict[str, Path], stack: Any) -> dict[tuple[str, int], str]
 # -- run -------------------------------------------------------------------------------------
 
 #: The fusion routes that follow the document's structure (query.structure_search).
-STRUCTURE_ROUTES = ("page", "reference", "section")
+STRUCTURE_ROUTES = ("page", "reference", "statement", "section")
 
 
 @contextlib.contextmanager
@@ -232,9 +232,9 @@ def main() -> None:
     ap.add_argument(
         "--ablate",
         default="",
-        help="comma list of fusion routes (page,row,reference,section; 'structure' = page, "
-        "reference and section; 'a+b' = both at once) to switch off, one entry at a time, on "
-        "the headline route: reported under 'ablations'",
+        help="comma list of fusion routes (page,row,reference,statement,section; 'structure' = "
+        "page, reference, statement and section; 'a+b' = both at once) to switch off, one "
+        "entry at a time, on the headline route: reported under 'ablations'",
     )
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()

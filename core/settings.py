@@ -159,6 +159,7 @@ class RetrievalOptions(BaseModel):
             "page": 1.0,
             "row": 1.0,
             "reference": 3.0,
+            "statement": 3.0,
             "section": 0.0,
         },
         description=(
@@ -168,9 +169,11 @@ class RetrievalOptions(BaseModel):
             "table-row units, 'reference' the pages a query's "
             "'page 17'/'Figure 3'/'Note 7' resolved to (3: a resolved reference in the "
             "leading document outranks a page that keyword, dense and page all rank first), "
-            "'section' the pages of the sections whose titles match (query.structure_search; "
-            "0 = off: at 0.5 it cost page_hit@1 0.44 -> 0.38 on the full set and 0.75 -> 0.48 "
-            "on the Japanese one)"
+            "'statement' the financial statements the query's terms imply "
+            "('capex': the cash flow statement; query.statements; named ones go with "
+            "'reference'), 'section' the pages of the sections whose titles match "
+            "(query.structure_search; 0 = off: at 0.5 it cost page_hit@1 0.44 -> 0.38 on the "
+            "full set and 0.75 -> 0.48 on the Japanese one)"
         ),
     )
     page_candidates: int = Field(
@@ -185,6 +188,13 @@ class RetrievalOptions(BaseModel):
         ge=1,
         le=20,
         description="leading documents in which references and section titles are resolved",
+    )
+    reference_confirm_documents: int = Field(
+        default=20,
+        ge=0,
+        le=200,
+        description="candidate documents in all where a reference's page also counts when "
+        "the other routes found that page too (a question that names a page but no document)",
     )
     model_weights: dict[str, float] = Field(
         default_factory=dict,

@@ -478,6 +478,7 @@ ReferenceKind = Literal[
     "appendix",
     "cover",
     "titled",
+    "statement",
 ]
 
 
@@ -492,6 +493,10 @@ class StructuralReference(BaseModel):
     end: str | None = Field(default=None, description="last page of a range ('pages 3-5')")
     position: int | None = Field(
         default=None, description="'position': 1 first, 2 second, -1 last, -2 second last"
+    )
+    inferred: bool = Field(
+        default=False,
+        description="implied by the query's terms ('capex' -> the cash flow statement), not named",
     )
 
 

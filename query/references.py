@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 from core.types import DocumentStructure, StructuralReference, StructureSection
 from core.types import ReferenceKind as RefKind
+from query.statements import STATEMENT_NAMES, statement_pages
 
 MAX_REFERENCES = 50
 """A query naming more places than this is not a question; the rest are dropped."""
@@ -1039,6 +1040,14 @@ def _resolve_titled(
     return Resolution(pages) if pages else Resolution([], f"no section titled '{title}'")
 
 
+def _resolve_statement(reference: StructuralReference, structure: DocumentStructure) -> Resolution:
+    kind = reference.value
+    if kind not in STATEMENT_NAMES:
+        return Resolution([], f"no statement '{kind}'")
+    pages = statement_pages(kind, structure)
+    return Resolution(pages) if pages else Resolution([], f"no {STATEMENT_NAMES[kind]}")
+
+
 def resolve_reference(reference: StructuralReference, structure: DocumentStructure) -> Resolution:
     """The pages of ``structure`` that ``reference`` names, best first, or why none.
 
@@ -1057,6 +1066,7 @@ def resolve_reference(reference: StructuralReference, structure: DocumentStructu
     - appendix [X]: headings 'Appendix X', then X under an 'Appendices' heading, then a
       section lettered X; without X every 'Appendix ...' heading.
     - titled: sections whose title holds at least 60% of the title's words, best first.
+    - statement: the primary financial statement's pages (:mod:`query.statements`).
 
     A section resolves to its span, at most ``MAX_SPAN_PAGES`` pages over all matches.
     """
@@ -1080,4 +1090,6 @@ def resolve_reference(reference: StructuralReference, structure: DocumentStructu
         return _resolve_note(reference, structure, count)
     if kind == "appendix":
         return _resolve_appendix(reference, structure, count)
+    if kind == "statement":
+        return _resolve_statement(reference, structure)
     return _resolve_titled(reference, structure, count)

@@ -5,8 +5,9 @@ Routes (DESIGN.md section 4): ``keyword`` = BM25 over chunks; ``text`` = dense +
 per query. Each route yields a ranking of pages (chunk routes: a page ranks where its best chunk
 ranks), and the rankings are fused by weighted reciprocal rank fusion. Alongside them run the
 routes that follow the document (:mod:`query.structure_search`): ``page`` (whole-page keyword
-score), ``reference`` ("page 17", "Figure 3", "Note 7") and ``section`` (section titles), the
-last two when a structure source is configured. Every fused page then
+score), ``reference`` ("page 17", "Figure 3", "Note 7", "the balance sheet"), ``statement``
+(the financial statements a query's terms imply: "capex", "return on equity") and ``section``
+(section titles), the last three when a structure source is configured. Every fused page then
 carries its best chunks (snippet, element ids, boxes) — visual-only pages are mapped back to
 their chunks too — and, for visual hits, evidence boxes where the page matched the query.
 
@@ -53,6 +54,7 @@ from query.structure_search import (
     PAGE_ROUTE,
     REFERENCE_ROUTE,
     SECTION_ROUTE,
+    STATEMENT_ROUTE,
     StructureRoutes,
     document_order,
     page_ranking,
@@ -94,7 +96,11 @@ class Retriever:
         self.page_store = page_store
         self.page_embedder = page_embedder
         self.structure_routes = (
-            StructureRoutes(structures, documents=self.options.structure_documents)
+            StructureRoutes(
+                structures,
+                documents=self.options.structure_documents,
+                tail_documents=self.options.reference_confirm_documents,
+            )
             if structures is not None
             else None
         )
@@ -250,15 +256,21 @@ class Retriever:
                 else document_order(page_order, self.options.structure_documents)
             )
             stages_ms["structure_prefuse"] = round((time.perf_counter() - since) * 1000, 2)
+            page_rank = {key: rank for rank, key in enumerate(page_order, start=1)}
             found = self.structure_routes.references_in(query)
-            if found and self._on(REFERENCE_ROUTE):
-                since = time.perf_counter()
-                ranking = self.structure_routes.reference_pages(found, doc_order, access)
-                references = ranking.references
-                record_pages(REFERENCE_ROUTE, _by_rank(ranking.pages), since)
+            for name, group, confirm in (
+                (REFERENCE_ROUTE, [r for r in found if not r.inferred], page_rank),
+                (STATEMENT_ROUTE, [r for r in found if r.inferred], None),
+            ):
+                if group and self._on(name):
+                    since = time.perf_counter()
+                    ranking = self.structure_routes.reference_pages(
+                        group, doc_order, access, confirm
+                    )
+                    references.extend(ranking.references)
+                    record_pages(name, _by_rank(ranking.pages), since)
             if self._on(SECTION_ROUTE):
                 since = time.perf_counter()
-                page_rank = {key: rank for rank, key in enumerate(page_order, start=1)}
                 ranking = self.structure_routes.section_pages(query, doc_order, access, page_rank)
                 if ranking.pages:
                     record_pages(SECTION_ROUTE, _by_rank(ranking.pages), since)

@@ -12,6 +12,9 @@ and filings (issue 16):
   references (:mod:`query.references`) and resolves them against the structure of the
   documents the text routes found most relevant, in that order; a page that does not exist is
   reported in the trace, never guessed.
+- **"The cash flow statement", "capex", "return on equity"**: the financial statements a query
+  names go with the references; those its terms only imply (:mod:`query.statements`) rank
+  the statement pages as a route of their own (``statement``), weighted on its own.
 - **"In the Leadership program section"**: the section tree is searchable by its titles; the
   candidate pages inside the best-matching sections are promoted, in the order the text routes
   ranked them (a PageIndex-like descent, lexical, no LLM needed).
@@ -38,10 +41,12 @@ from core.types import (
 from index.base import ScoredPoint
 from models.text import tokenize
 from query.references import parse_references, resolve_reference
+from query.statements import statement_references
 
 #: Route names, as traces and ``RetrievalOptions.weights`` spell them.
 PAGE_ROUTE = "page"
 REFERENCE_ROUTE = "reference"
+STATEMENT_ROUTE = "statement"
 SECTION_ROUTE = "section"
 
 
@@ -89,6 +94,8 @@ class StructureRoutes:
 
     ``documents``: how many of the most relevant documents (by the text routes) a reference or
     a section title is resolved in. A search scoped to one document resolves only there.
+    ``tail_documents``: how many candidate documents in all a reference is also confirmed in
+    (:meth:`reference_pages`).
     """
 
     def __init__(
@@ -97,15 +104,19 @@ class StructureRoutes:
         documents: int = 3,
         pages_per_section: int = 5,
         sections: int = 2,
+        tail_documents: int = 20,
     ) -> None:
         self.structures = structures
         self.documents = documents
+        self.tail_documents = tail_documents
         self.pages_per_section = pages_per_section
         self.sections = sections
 
     @staticmethod
     def references_in(query: str) -> list[StructuralReference]:
-        return parse_references(query)
+        """The places the query names, then the financial statements it names or implies
+        (``inferred``: route ``statement``; the rest: route ``reference``)."""
+        return [*parse_references(query), *statement_references(query)]
 
     def _structures(self, access: AccessFilter, doc_ids: Sequence[str]) -> list[DocumentStructure]:
         found = []
@@ -120,10 +131,25 @@ class StructureRoutes:
         references: Sequence[StructuralReference],
         doc_order: Sequence[str],
         access: AccessFilter,
+        page_rank: Mapping[PageKey, int] | None = None,
     ) -> StructureRanking:
-        """Every reference resolved in each of the leading documents; pages of the most
-        relevant document first."""
-        structures = self._structures(access, doc_order[: self.documents])
+        """Every reference resolved in each of the leading documents, pages of the most
+        relevant document first (a financial statement only in the first of them that prints
+        one: a question about a statement is about one company's, and the others' statements
+        would fill the top of the ranking with look-alikes); then, with ``page_rank`` (the
+        candidates of the other routes, ranked), the pages it resolves to in the other
+        candidate documents (up to ``tail_documents``) that those routes also found, in their
+        order.
+
+        Why the second part: a question such as "According to the chart on page 14, how much
+        time was spent with family and friends in 2010?" names no document, and in a large
+        corpus its document is often not among the few leading ones; but its page 14 is
+        among the candidates its words found, while page 14 of an unrelated document is not.
+        A financial statement is left out of it: every filing prints one, and a question
+        about one names its company.
+        """
+        lead = list(doc_order[: self.documents])
+        structures = self._structures(access, lead)
         pages: list[PageKey] = []
         resolved: list[ResolvedReference] = []
         for reference in references:
@@ -134,15 +160,42 @@ class StructureRoutes:
                 entry.pages.extend(keys)
                 if not keys and entry.unresolved is None and resolution.reason:
                     entry.unresolved = resolution.reason
-            if entry.pages:
-                entry.unresolved = None
-            elif not structures:
-                entry.unresolved = "no document to resolve it in"
+                if keys and reference.kind == "statement":
+                    break  # one company's statement: the most relevant filing that prints it
             resolved.append(entry)
         for structure in structures:  # document-major: the most relevant document's pages first
             for entry in resolved:
                 pages.extend(k for k in entry.pages if k[0] == structure.doc_id and k not in pages)
+        if page_rank:
+            confirmed = self._confirmed_elsewhere(resolved, lead, access, page_rank)
+            pages.extend(k for k in confirmed if k not in pages)
+        for entry in resolved:
+            if entry.pages:
+                entry.unresolved = None
+            elif not structures:
+                entry.unresolved = "no document to resolve it in"
         return StructureRanking(pages=pages, references=resolved)
+
+    def _confirmed_elsewhere(
+        self,
+        resolved: Sequence[ResolvedReference],
+        lead: Sequence[str],
+        access: AccessFilter,
+        page_rank: Mapping[PageKey, int],
+    ) -> list[PageKey]:
+        wanted = [e for e in resolved if e.reference.kind != "statement"]
+        if not wanted:
+            return []
+        others = [d for d in document_order(list(page_rank), self.tail_documents) if d not in lead]
+        confirmed: list[PageKey] = []
+        for structure in self._structures(access, others):
+            for entry in wanted:
+                for number in resolve_reference(entry.reference, structure).pages:
+                    key = (structure.doc_id, number)
+                    if key in page_rank and key not in confirmed:
+                        confirmed.append(key)
+                        entry.pages.append(key)
+        return sorted(confirmed, key=lambda key: page_rank[key])
 
     def section_pages(
         self,

@@ -83,6 +83,45 @@ def test_references_resolve_document_major_and_report_what_is_missing() -> None:
     assert page40.pages == [] and page40.unresolved and "40" in page40.unresolved
 
 
+def test_a_reference_counts_beyond_the_leading_documents_only_where_words_found_it() -> None:
+    structures = [_structure(d, 20) for d in "abcde"]
+    routes = StructureRoutes(
+        _Structures(*structures, hidden=frozenset({"e"})), documents=1, tail_documents=4
+    )
+    found = routes.references_in("the chart on page 14 about family time")
+    # the other routes' candidates: c's page 14 and (hidden) e's page 14 were found, b's was
+    # not; d is beyond tail_documents
+    page_rank = {("a", 2): 1, ("b", 3): 2, ("c", 14): 3, ("e", 14): 4, ("d", 14): 5}
+    access = AccessFilter(tenant="t")
+    ranking = routes.reference_pages(found, ["a"], access, page_rank)
+    assert ranking.pages == [("a", 14), ("c", 14)]
+    assert ranking.references[0].pages == [("a", 14), ("c", 14)]
+    # without the candidates, the leading document only
+    assert routes.reference_pages(found, ["a"], access).pages == [("a", 14)]
+    # statements are not confirmed elsewhere: every filing prints one
+    (statement,) = routes.references_in("per the balance sheet")
+    assert routes.reference_pages([statement], ["a"], access, page_rank).pages == []
+
+
+def test_a_statement_resolves_in_the_first_leading_document_that_prints_it() -> None:
+    def filing(doc_id: str, page: int) -> DocumentStructure:
+        return DocumentStructure(
+            doc_id=doc_id,
+            version="v1",
+            pages=[StructurePage(page_number=n) for n in range(1, 60)],
+            sections=[
+                StructureSection(
+                    title="Consolidated Balance Sheets", page_start=page, page_end=page
+                )
+            ],
+        )
+
+    routes = StructureRoutes(_Structures(_structure("paper", 9), filing("x", 40), filing("y", 50)))
+    (balance,) = routes.references_in("per the balance sheet")
+    ranking = routes.reference_pages([balance], ["paper", "x", "y"], AccessFilter(tenant="t"))
+    assert ranking.pages == [("x", 40)]  # not y's too
+
+
 def test_references_in_a_hidden_document_resolve_nowhere() -> None:
     routes = StructureRoutes(_Structures(_structure("a", 8), hidden=frozenset({"a"})))
     found = routes.references_in("what is on page 2")
