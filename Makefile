@@ -113,7 +113,8 @@ eval-ja: setup
 
 eval-full: setup
 	$(BIN)/python bench/eval_retrieval.py --pdfs $(EVAL)/pdfs --questions $(EVAL)/questions.jsonl \
-		--route auto,text,keyword --ablate structure,page,reference --data-dir var/eval/full \
+		--route auto,text,keyword,agentic --ablate structure,page,reference,statement \
+		--data-dir var/eval/full \
 		--out var/bench/eval_full.json
 
 # Answers on smoke (+ all unanswerable questions), CRAG off and on. The index is the full
