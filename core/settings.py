@@ -275,8 +275,10 @@ class MultiStepOptions(BaseModel):
         default=True,
         description="route auto may choose agentic for clearly multi-part questions (by rules)",
     )
-    step_route: Literal["text", "keyword", "hybrid"] = Field(
-        default="text", description="the route every step searches with"
+    step_route: Literal["auto", "text", "keyword", "hybrid"] = Field(
+        default="auto",
+        description="the route every step searches with; auto: the one route auto picks for "
+        "that step's words (keyword for a quoted phrase or a code, as a plain search would)",
     )
     llm_max_tokens: int = Field(default=256, ge=32, description="most tokens of a plan reply")
 

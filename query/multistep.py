@@ -7,7 +7,8 @@ a passage that says "see Note 13" or "continued on page 12" has its answer where
 on a page whose words the question may not share at all, so no search ranks it.
 
 :class:`MultiStepSearch` runs a bounded loop over the ordinary :class:`~query.retrieval.
-Retriever` (route ``text`` by default, ``MultiStepOptions.step_route``):
+Retriever` (route ``auto`` by default, ``MultiStepOptions.step_route``: each step searched
+the way a plain search of its words would be):
 
 1. **Plan** (:mod:`query.planner`): the question's parts, e.g. one sub-query per compared
    year, or for a list or a count one search inside the leading document.

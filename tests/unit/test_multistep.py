@@ -183,7 +183,7 @@ def test_a_plain_question_is_the_text_search() -> None:
     result = _search(retriever).search(TAX, ACCESS, RouteName.AGENTIC, 10)
     assert _pages(result) == [("a", 3), ("b", 1), ("a", 4)]
     assert [h.rank for h in result.hits] == [1, 2, 3]
-    assert retriever.calls == [(TAX, RouteName.TEXT, None)]
+    assert retriever.calls == [(TAX, RouteName.AUTO, None)]
     trace = result.trace
     assert trace.route == RouteName.AGENTIC and trace.requested_route == RouteName.AGENTIC
     assert trace.multistep is not None and trace.multistep.plan_kind == "single"
@@ -387,8 +387,8 @@ def test_a_list_is_searched_again_inside_the_leading_document() -> None:
     )
     result = _search(retriever).search(question, ACCESS, RouteName.AGENTIC, 5)
     assert retriever.calls == [
-        (question, RouteName.TEXT, None),
-        (question, RouteName.TEXT, ["deck"]),
+        (question, RouteName.AUTO, None),
+        (question, RouteName.AUTO, ["deck"]),
     ]
     assert _pages(result) == [("deck", 5), ("other", 2), ("deck", 6), ("deck", 9), ("other", 3)]
     trace = result.trace.multistep
@@ -401,7 +401,7 @@ def test_a_list_scoped_to_one_document_is_searched_once() -> None:
     retriever = ScriptedRetriever({question: [("deck", 5), ("deck", 6)]})
     scoped = ACCESS.model_copy(update={"doc_ids": ["deck"]})
     result = _search(retriever).search(question, scoped, RouteName.AGENTIC, 5)
-    assert retriever.calls == [(question, RouteName.TEXT, ["deck"])]
+    assert retriever.calls == [(question, RouteName.AUTO, ["deck"])]
     trace = result.trace.multistep
     assert trace is not None and trace.stop_reason == "plan_done"
 
