@@ -453,6 +453,11 @@ class AnswerTrace(BaseModel):
         default_factory=list,
         description="each LLM attempt's outcome: 'ok' or the problem that made it retry",
     )
+    sufficient: list[int] | None = Field(
+        default=None,
+        description="context blocks the model judged to contain the answer by themselves "
+        "(structured LLM replies; unknown numbers dropped); None = not judged",
+    )
     confidence: float = 0.0
     abstained: bool = False
     reason: str | None = None

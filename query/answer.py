@@ -26,6 +26,11 @@ Why it is built this way:
   citation are dropped, and the ``strict`` policy also drops uncited sentences and abstains when
   nothing is left or the evidence is weak. A reply that is still not JSON falls back to the
   extractive answer over the same context.
+* **Answerability is judged by the model that reads.** The same structured reply lists the
+  blocks that contain the answer by themselves (``sufficient``, in the trace): ``strict``
+  abstains when the model marks none, even if it wrote sentences (a model asked to answer
+  tends to answer from on-topic text that does not hold the answer; the offline scores could
+  not tell such questions apart, ROC AUC about 0.5). Streamed prose carries no such list.
 * **Extractive mode** (no LLM configured: the embedded default) quotes sentences of the context
   verbatim (whitespace collapsed) with their block's citation, chosen by lexical overlap with
   the question using the sparse index's tokenizer (:func:`models.text.tokenize`: stemming, stop
@@ -395,6 +400,14 @@ class AnswerPipeline:
         reply = final.reply
         if reply.abstain:
             return self._abstain(trace_id, confidence, "the model found no answer in the documents")
+        if reply.sufficient is not None:
+            record.sufficient = sorted({n for n in reply.sufficient if n in numbers})
+            if policy == "strict" and not record.sufficient:
+                return self._abstain(
+                    trace_id,
+                    confidence,
+                    "strict policy: the model marked no document as containing the answer",
+                )
         sentences = [(sentence.text, sentence.citations) for sentence in reply.sentences]
         return self._checked(
             sentences, blocks, final.unknown, confidence, policy, trace_id, shown=False

@@ -38,7 +38,10 @@ ANSWER_SCHEMA: dict[str, Any] = {
             },
         },
         "abstain": {"type": "boolean"},
+        "sufficient": {"type": "array", "items": {"type": "integer"}},
     },
+    # 'sufficient' is asked for by the prompt but not required: a reply without it (a server
+    # that ignores response_format, a model that leaves it out) is still an answer.
     "required": ["sentences", "abstain"],
     "additionalProperties": False,
 }
@@ -65,11 +68,10 @@ def answer_schema(blocks: int, max_sentences: int = 6) -> dict[str, Any]:
     sentences["maxItems"] = max(1, max_sentences)
     sentence = sentences["items"]
     sentence["properties"]["text"]["maxLength"] = MAX_SENTENCE_CHARS
-    sentence["properties"]["citations"]["items"] = {
-        "type": "integer",
-        "minimum": 1,
-        "maximum": max(1, blocks),
-    }
+    number = {"type": "integer", "minimum": 1, "maximum": max(1, blocks)}
+    sentence["properties"]["citations"]["items"] = dict(number)
+    schema["properties"]["sufficient"]["items"] = dict(number)
+    schema["properties"]["sufficient"]["maxItems"] = max(1, blocks)
     return schema
 
 
@@ -85,9 +87,12 @@ Rules:
 - Answer only with facts stated in the documents; do not use outside knowledge.
 - Write at most {max_sentences} short sentences. Each sentence lists in "citations" the numbers \
 n of the documents that support it; cite only numbers that appear in <document n=N> tags.
-- If the documents do not contain the answer, reply {{"sentences": [], "abstain": true}}.
+- In "sufficient" list the numbers n of the documents that by themselves contain the answer \
+(not those that are only on the topic); [] when none does.
+- If the documents do not contain the answer, reply \
+{{"sentences": [], "abstain": true, "sufficient": []}}.
 - Reply with JSON only, exactly in this form:
-  {{"sentences": [{{"text": "...", "citations": [1]}}], "abstain": false}}
+  {{"sentences": [{{"text": "...", "citations": [1]}}], "abstain": false, "sufficient": [1]}}
 """
 
 #: The instructions for a streamed answer: the same preamble (only the numbered documents;
@@ -117,10 +122,16 @@ class ReplySentence(BaseModel):
 
 
 class Reply(BaseModel):
-    """What :data:`ANSWER_SCHEMA` promises, checked again here (a server may ignore it)."""
+    """What :data:`ANSWER_SCHEMA` promises, checked again here (a server may ignore it).
+
+    ``sufficient`` is the model's evidence-sufficiency judgement: the documents that contain
+    the answer by themselves. None when the reply left it out (a server that ignores the
+    schema, an older prompt): then nothing is decided on it.
+    """
 
     sentences: list[ReplySentence]
     abstain: bool
+    sufficient: list[int] | None = None
 
 
 @dataclass
@@ -158,7 +169,8 @@ def correction_message(attempt: Attempt, numbers: list[int]) -> str:
     return (
         f"Your previous reply is unusable ({attempt.problem}). The only documents are numbered "
         f"{listed}. Reply again with JSON only, in the required form, citing only those numbers; "
-        'if they do not contain the answer, reply {"sentences": [], "abstain": true}.'
+        'if they do not contain the answer, reply {"sentences": [], "abstain": true, '
+        '"sufficient": []}.'
     )
 
 

@@ -21,6 +21,7 @@ from core.types import (
     BBox,
     ChatMessage,
     Passage,
+    Question,
     RouteName,
     SearchFilters,
 )
@@ -418,6 +419,34 @@ def test_strict_policy_abstains_when_nothing_is_cited() -> None:
     out = ask(p, "What was the revenue?", policy="strict")
     assert out.abstained and out.answer == ABSTAIN_TEXT and out.citations == []
     assert len(llm.calls) == 1  # no unknown numbers: nothing to regenerate
+
+
+def test_strict_policy_abstains_when_the_model_marks_no_block_sufficient() -> None:
+    on_topic = {**reply(("Revenue was discussed.", [1])), "sufficient": []}
+    standard, _ = pipeline(FakeLlm(on_topic))
+    out = ask(standard, "What was the revenue?")
+    assert not out.abstained and [s.text for s in out.sentences] == ["Revenue was discussed."]
+
+    llm = FakeLlm(on_topic)
+    strict, _ = pipeline(llm)
+    answered = strict.run(
+        Question(query="What was the revenue?", policy="strict"), ACCESS, "trace-2"
+    )
+    assert answered.response.abstained and answered.response.answer == ABSTAIN_TEXT
+    record = answered.trace.answer
+    assert record is not None and record.sufficient == [] and record.abstained
+    assert "marked no document" in (record.reason or "")
+    schema = llm.calls[0]["json_schema"]
+    assert "sufficient" not in schema["required"]  # a reply without it is still an answer
+    assert schema["properties"]["sufficient"]["items"]["maximum"] == len(PASSAGES)
+
+
+def test_sufficient_blocks_are_recorded_and_unknown_ones_dropped() -> None:
+    llm = FakeLlm({**reply(("Revenue was 4.2 billion dollars.", [1])), "sufficient": [1, 99]})
+    p, _ = pipeline(llm)
+    answered = p.run(Question(query="What was the revenue?", policy="strict"), ACCESS, "t")
+    assert not answered.response.abstained
+    assert answered.trace.answer is not None and answered.trace.answer.sufficient == [1]
 
 
 # -- prompt injection --------------------------------------------------------------------------
