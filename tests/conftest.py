@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from core.settings import Settings
+
+if TYPE_CHECKING:
+    from services.stack import LocalStack
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OMP_THREAD_LIMIT", "1")
@@ -37,3 +43,21 @@ def extract_pages(source: Path, pages: list[int], target: Path) -> Path:
             out.insert_pdf(src, from_page=n - 1, to_page=n - 1)
         out.save(target)
     return target
+
+
+@contextlib.contextmanager
+def ingested_pages(
+    eval_dir: Path, source: str, pages: list[int], root: Path
+) -> Iterator[tuple[LocalStack, str]]:
+    """A local stack under ``root`` holding ``pages`` of the eval PDF ``source`` (as one new
+    document), and its doc id; the test is skipped when the eval corpus lacks the file."""
+    from services.stack import LocalStack
+
+    path = eval_dir / "pdfs" / source
+    if not path.is_file():
+        pytest.skip(f"{source} is not in the evaluation corpus")
+    pdf = extract_pages(path, pages, root / source)
+    with LocalStack(Settings(data_dir=root / "var")) as stack:
+        (job,) = stack.ingestor.ingest([stack.request(pdf)])
+        assert job.state.value == "READY", job.error_message
+        yield stack, job.doc_id

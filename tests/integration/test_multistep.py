@@ -19,11 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from core.settings import Settings
 from core.types import AccessFilter, Question, RouteName
 from services.engine import build_answer_pipeline
 from services.stack import LocalStack
-from tests.conftest import extract_pages
+from tests.conftest import ingested_pages
 
 pytestmark = pytest.mark.integration
 
@@ -39,15 +38,8 @@ QUESTION = "What does Best Buy disclose under Item 3, Legal Proceedings?"
 def filing(
     tmp_path_factory: pytest.TempPathFactory, eval_dir: Path
 ) -> Iterator[tuple[LocalStack, str]]:
-    source = eval_dir / "pdfs" / SOURCE
-    if not source.is_file():
-        pytest.skip(f"{SOURCE} is not in the evaluation corpus")
-    root = tmp_path_factory.mktemp("multistep")
-    pdf = extract_pages(source, PAGES, root / "bestbuy.pdf")
-    with LocalStack(Settings(data_dir=root / "var")) as stack:
-        (job,) = stack.ingestor.ingest([stack.request(pdf)])
-        assert job.state.value == "READY", job.error_message
-        yield stack, job.doc_id
+    with ingested_pages(eval_dir, SOURCE, PAGES, tmp_path_factory.mktemp("multistep")) as found:
+        yield found
 
 
 def test_the_answer_is_reached_by_following_see_note_13(filing: tuple[LocalStack, str]) -> None:

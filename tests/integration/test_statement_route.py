@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from core.settings import Settings
 from core.types import AccessFilter, RouteName
 from services.stack import LocalStack
-from tests.conftest import extract_pages
+from tests.conftest import ingested_pages
 
 pytestmark = pytest.mark.integration
 
@@ -32,15 +31,8 @@ BALANCE, EARNINGS, CASH_FLOWS = (PAGES.index(p) + 1 for p in (39, 40, 42))
 def filing(
     tmp_path_factory: pytest.TempPathFactory, eval_dir: Path
 ) -> Iterator[tuple[LocalStack, str]]:
-    source = eval_dir / "pdfs" / SOURCE
-    if not source.is_file():
-        pytest.skip(f"{SOURCE} is not in the evaluation corpus")
-    root = tmp_path_factory.mktemp("statements")
-    pdf = extract_pages(source, PAGES, root / "bestbuy.pdf")
-    with LocalStack(Settings(data_dir=root / "var")) as stack:
-        (job,) = stack.ingestor.ingest([stack.request(pdf)])
-        assert job.state.value == "READY", job.error_message
-        yield stack, job.doc_id
+    with ingested_pages(eval_dir, SOURCE, PAGES, tmp_path_factory.mktemp("statements")) as found:
+        yield found
 
 
 def _top(stack: LocalStack, query: str, k: int = 2) -> list[int]:
