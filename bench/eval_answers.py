@@ -7,11 +7,22 @@ retrieval scoped to exactly those documents. Scored (see ../shared/eval/README.m
 
 - ``answered_with_evidence_rate``: answerable questions answered (not abstained) with at least
   one citation on one of the question's evidence pages;
-- ``answer_accuracy`` (and ``answer_accuracy_n``): questions whose ``answer_format`` is Int,
-  Float or Str; a
-  Str answer counts when its normalised text occurs in the normalised answer, a number when the
-  answer states the same number (1 % relative tolerance; "29%" and "29" are the same number).
-  Extractive answers quote sentences, so this measures whether the right figure was quoted;
+- ``accuracy`` and ``f1`` (with ``scored_n``), overall, per ``kind`` and per answer format
+  (``by_format``), scored the way MMLongBench-Doc scores (``bench/answer_scoring.py``): one value
+  is extracted from the answer by its answer format (an abstention is "Not answerable"), then
+  scored (Int exact, Float within 1 %, Str exact or ANLS, List element by element, None = 1
+  for "Not answerable"). Accuracy is the mean score over the answerable and unanswerable
+  questions asked; F1 combines precision over the questions answered with recall over the
+  answerable ones. A question without ``answer_format`` (FinanceBench, UDA) takes the format
+  its gold answer looks like: a list literal is List, a plain integer Int, another plain number
+  Float, "Not answerable" None, anything else (sentences too) Str;
+- ``unanswerable_abstention_rate``: unanswerable questions whose extracted value is "Not
+  answerable" (abstained, or an answer that says the documents do not tell);
+- ``answer_accuracy`` (and ``answer_accuracy_n``), the earlier rule, kept to compare with the
+  figures reported before: questions whose ``answer_format`` is Int, Float or Str; a Str answer
+  counts when its normalised text occurs in the normalised answer, a number when the answer
+  states the same number anywhere (1 % relative tolerance). It rewards quoting more (a table
+  row holds the gold figure among others); ``accuracy`` does not;
 - ``abstain_rate_unanswerable`` / ``abstain_rate_answerable``: the share of abstentions;
 - ``citations_in_context_rate``: answers whose every citation names a chunk that was in the
   context given (from each answer's trace; must be 1.0);
@@ -47,6 +58,16 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
+from bench.answer_scoring import (  # noqa: E402  (after the sys.path line, as a script)
+    NOT_ANSWERABLE,
+    ScoredAnswer,
+    accuracy,
+    extract_value,
+    f1,
+    resolve_format,
+    score_value,
+)
+
 TENANT = "eval"
 SCORED_FORMATS = ("Int", "Float", "Str")
 
@@ -72,9 +93,11 @@ def numbers_in(text: str) -> list[float]:
 
 
 def answer_matches(gold: str, answer: str, answer_format: str) -> bool:
-    """Normalised containment for Str, numeric equality (1 % relative) for Int and Float; a
-    numeric gold answer that is not a number (``"14:04 CET"``, ``"yes"``) falls back to
-    containment."""
+    """The earlier rule behind ``answer_accuracy``, kept to compare with the figures reported
+    before (superseded by :mod:`bench.answer_scoring`: it accepts the gold number anywhere in
+    the answer, so quoting more scores more). Normalised containment for Str, numeric equality
+    (1 % relative) for Int and Float; a numeric gold answer that is not a number
+    (``"14:04 CET"``, ``"yes"``) falls back to containment."""
     if answer_format in ("Int", "Float"):
         wanted = numbers_in(gold)
         if len(wanted) == 1 and re.fullmatch(r"\s*[-+]?[\d,.]+\s*%?\s*", gold):
@@ -88,6 +111,37 @@ def answer_matches(gold: str, answer: str, answer_format: str) -> bool:
 
 def rate(values: list[bool]) -> float | None:
     return round(sum(values) / len(values), 4) if values else None
+
+
+def rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def score_answer(question: dict[str, Any], answer: str, abstained: bool) -> dict[str, Any]:
+    """The row fields of the MMLongBench-style score: the format scored by, the value extracted
+    from the answer (an abstention is "Not answerable") and its score."""
+    gold = str(question["answer"])
+    fmt = resolve_format(gold, question.get("answer_format"))
+    predicted = NOT_ANSWERABLE if abstained else extract_value(answer, fmt)
+    return {
+        "scored_format": fmt,
+        "prediction": predicted,
+        "score": score_value(gold, predicted, fmt),
+    }
+
+
+def accuracy_and_f1(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """``accuracy`` and ``f1`` of scored rows (``None`` where undefined: no rows; for F1, no
+    answerable question among them)."""
+    items = [
+        ScoredAnswer(
+            answerable=row["answerable"],
+            answered=row["prediction"] != NOT_ANSWERABLE,
+            score=float(row["score"]),
+        )
+        for row in rows
+    ]
+    return {"accuracy": rounded(accuracy(items)), "f1": rounded(f1(items))}
 
 
 # -- run ---------------------------------------------------------------------------------------
@@ -208,6 +262,8 @@ def main() -> None:
                                 else None
                             ),
                             "ms": round(elapsed_ms, 1),
+                            **score_answer(q, response.answer, response.abstained),
+                            "answer": response.answer,
                         }
                     )
         finally:
@@ -233,7 +289,8 @@ def main() -> None:
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2, ensure_ascii=False))
-    print(json.dumps({k: v for k, v in result.items() if k not in ("rows", "by_kind")}, indent=1))
+    shown = {k: v for k, v in result.items() if k not in ("rows", "by_kind", "by_format")}
+    print(json.dumps(shown, indent=1))
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -243,11 +300,19 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     by_kind: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in answerable:
         by_kind[str(r["kind"])].append(r)
+    by_format: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        by_format[r["scored_format"]].append(r)
     latencies = [r["ms"] for r in rows]
     return {
         "answerable": len(answerable),
         "unanswerable": len(unanswerable),
         "answered_with_evidence_rate": rate([r["with_evidence"] for r in answerable]),
+        **accuracy_and_f1(rows),
+        "scored_n": len(rows),
+        "unanswerable_abstention_rate": rate(
+            [r["prediction"] == NOT_ANSWERABLE for r in unanswerable]
+        ),
         "answer_accuracy": rate([r["correct"] for r in scored]),
         "answer_accuracy_n": len(scored),
         "abstain_rate_unanswerable": rate([r["abstained"] for r in unanswerable]),
@@ -258,8 +323,13 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 "n": len(group),
                 "answered_with_evidence_rate": rate([r["with_evidence"] for r in group]),
                 "abstain_rate": rate([r["abstained"] for r in group]),
+                **accuracy_and_f1(group),
             }
             for kind, group in sorted(by_kind.items())
+        },
+        "by_format": {
+            fmt: {"n": len(group), **accuracy_and_f1(group)}
+            for fmt, group in sorted(by_format.items())
         },
         "latency_ms": {
             "p50": round(statistics.median(latencies), 1) if latencies else None,
