@@ -9,14 +9,16 @@ on the shared set most missed table questions were statement questions (issue 16
 goes to the statement itself, and so does this route:
 
 - ``statement_references(query)``: the statements the query names ("balance sheet",
-  "statement of operations", "P&L") and the ones its financial terms are computed from (a
-  fixed glossary of standard analysis terms: capex and free cash flow come from the cash
-  flow statement, gross margin from the income statement, the quick ratio from the balance
-  sheet, return on equity from both). Implied statements carry ``inferred=True`` so the trace
-  tells a named statement from a guessed one.
+  "statement of operations", "P&L", 貸借対照表, 損益計算書, キャッシュ・フロー計算書) and
+  the ones its financial terms are computed from (a fixed glossary of standard analysis
+  terms: capex and free cash flow come from the cash flow statement, gross margin from the
+  income statement, the quick ratio from the balance sheet, return on equity from both).
+  Implied statements carry ``inferred=True`` so the trace tells a named statement from a
+  guessed one.
 - ``statement_pages(kind, structure)``: the primary statement's pages, read off the
   document's section titles ("Consolidated Statements of Cash Flows", "Balance sheet as at
-  March 31, 2003", titles with a company name before them, words split by the text layer).
+  March 31, 2003", "連結貸借対照表", titles with a company name before them, words split
+  by the text layer).
   Discussions of a statement ("Analysis of the Consolidated Statements of Income"),
   supplemental notes, off-balance-sheet arrangements and numbered notes are not the
   statement; the consolidated statement comes before a parent-company or guarantor one.
@@ -70,9 +72,20 @@ _NOT_THE_STATEMENT = re.compile(
     r"|highlights|note\s+\d|notes\s+to|index\s+to|summary)\b",
     re.IGNORECASE,
 )
+# Japanese statement names (有価証券報告書, 決算短信), read on the title without spaces; checked
+# in this order, so 損益及び包括利益計算書 is the income statement.
+_JA_TITLES: list[tuple[StatementKind, re.Pattern[str]]] = [
+    ("cash_flows", re.compile(r"キャッシュ・?フロー計算書")),
+    ("balance", re.compile(r"貸借対照表|財政状態計算書")),
+    ("equity", re.compile(r"株主資本等変動計算書|持分変動計算書")),
+    ("income", re.compile(r"損益計算書|損益及び包括利益計算書")),
+    ("comprehensive", re.compile(r"包括利益計算書")),
+]
+# '(連結貸借対照表関係)' heads the notes about a statement; 注記 are notes.
+_JA_NOT_THE_STATEMENT = re.compile(r"関係|注記|に関する|の概要|分析")
 _NOTE_ENUMERATOR = re.compile(r"^\s*(?:[A-Za-z]|\d{1,2})[.)]\s")  # 'O. Cash Equivalents and ...'
 _SECONDARY = re.compile(r"\b(?:parent|guarant\w*|unconsolidated)\b", re.IGNORECASE)
-_CONSOLIDATED = re.compile(r"consolidated", re.IGNORECASE)
+_CONSOLIDATED = re.compile(r"consolidated|連結", re.IGNORECASE)
 _CONTINUED = re.compile(r"\bcontinued\b|\(cont", re.IGNORECASE)
 
 
@@ -84,6 +97,12 @@ def title_statement(title: str) -> StatementKind | None:
     letters = re.sub(r"[^a-z]", "", title.lower())
     for kind in ("comprehensive", "cash_flows", "balance", "equity", "income"):
         if _TITLE_PATTERNS[kind].search(letters):
+            return kind
+    compact = "".join(title.split())
+    if _JA_NOT_THE_STATEMENT.search(compact):
+        return None
+    for kind, pattern in _JA_TITLES:
+        if pattern.search(compact):
             return kind
     return None
 
@@ -157,6 +176,14 @@ _NAMED: list[tuple[StatementKind, re.Pattern[str]]] = [
     ),
 ]
 
+_NAMED_JA: list[tuple[StatementKind, re.Pattern[str]]] = [
+    ("cash_flows", re.compile(r"キャッシュ・?フロー計算書")),
+    ("balance", re.compile(r"貸借対照表|財政状態計算書|バランスシート")),
+    ("equity", re.compile(r"株主資本等変動計算書|持分変動計算書")),
+    ("income", re.compile(r"損益計算書")),
+    ("comprehensive", re.compile(r"(?<!及び)包括利益計算書")),
+]
+
 _INCOME: tuple[StatementKind, ...] = ("income",)
 _BALANCE: tuple[StatementKind, ...] = ("balance",)
 _CASH: tuple[StatementKind, ...] = ("cash_flows",)
@@ -214,7 +241,8 @@ _NEEDLES = (
     "ebit", "income", "earning", "eps", "sg", "interest", "tax", "assets", "liabilit", "equity",
     "book value", "goodwill", "pp", "property", "inventor", "payable", "receivable", "capital",
     "ratio", "debt", "cash", "return", "ro", "days", "dpo", "dso", "dio", "turnover", "capex",
-    "fcf", "depreciation", "d&a", "dividend", "repurchase", "buyback",
+    "fcf", "depreciation", "d&a", "dividend", "repurchase", "buyback", "計算書", "対照表",
+    "バランスシート",
 )  # fmt: skip
 MAX_QUERY_CHARS = 4000
 """Only the first characters of a query are read: a statement is named early or not at all."""
@@ -233,7 +261,7 @@ def statement_references(query: str) -> list[StructuralReference]:
         return []
     found: list[StructuralReference] = []
     seen: set[str] = set()
-    for kind, pattern in _NAMED:
+    for kind, pattern in [*_NAMED, *_NAMED_JA]:
         m = pattern.search(text)
         if m and kind not in seen:
             seen.add(kind)

@@ -24,6 +24,11 @@ from query.statements import statement_pages, statement_references, title_statem
         ("Consolidated Statements of Comprehensive Income", "comprehensive"),
         ("Consolidated Statements of Changes in Shareholders' Equity", "equity"),
         ("CASH FLOW STATEMENT FOR THE YEAR ENDED MARCH 31, 2003", "cash_flows"),
+        ("【連結貸借対照表】", "balance"),
+        ("連結損益及び包括利益計算書", "income"),
+        ("連結キャッシュ・フロー計算書", "cash_flows"),
+        ("連結株主資本等変動計算書", "equity"),
+        ("(連結貸借対照表関係)", None),
         # about a statement, not the statement
         ("Off-Balance Sheet Arrangements", None),
         ("NOTE 6. Supplemental Income Statement Information", None),
@@ -84,6 +89,8 @@ def test_named_statements() -> None:
     assert _kinds("Net PPNE shown in the balance sheet?") == [("balance", False)]
     assert _kinds("per the consolidated statements of operations") == [("income", False)]
     assert _kinds("from the P&L") == [("income", False)]
+    assert _kinds("連結キャッシュ・フロー計算書の設備投資額は？") == [("cash_flows", False)]
+    assert _kinds("貸借対照表の総資産") == [("balance", False)]
 
 
 def test_implied_statements_come_after_named_ones_once_each() -> None:
