@@ -72,14 +72,14 @@ _NOT_THE_STATEMENT = re.compile(
     r"|highlights|note\s+\d|notes\s+to|index\s+to|summary)\b",
     re.IGNORECASE,
 )
-# Japanese statement names (有価証券報告書, 決算短信), read on the title without spaces; checked
-# in this order, so 損益及び包括利益計算書 is the income statement.
-_JA_TITLES: list[tuple[StatementKind, re.Pattern[str]]] = [
+# Japanese statement names (有価証券報告書, 決算短信), read on titles without spaces and in
+# queries; in this order, so 損益及び包括利益計算書 is the income statement.
+_JA_NAMES: list[tuple[StatementKind, re.Pattern[str]]] = [
     ("cash_flows", re.compile(r"キャッシュ・?フロー計算書")),
     ("balance", re.compile(r"貸借対照表|財政状態計算書")),
     ("equity", re.compile(r"株主資本等変動計算書|持分変動計算書")),
     ("income", re.compile(r"損益計算書|損益及び包括利益計算書")),
-    ("comprehensive", re.compile(r"包括利益計算書")),
+    ("comprehensive", re.compile(r"(?<!及び)包括利益計算書")),
 ]
 # '(連結貸借対照表関係)' heads the notes about a statement; 注記 are notes.
 _JA_NOT_THE_STATEMENT = re.compile(r"関係|注記|に関する|の概要|分析")
@@ -101,7 +101,7 @@ def title_statement(title: str) -> StatementKind | None:
     compact = "".join(title.split())
     if _JA_NOT_THE_STATEMENT.search(compact):
         return None
-    for kind, pattern in _JA_TITLES:
+    for kind, pattern in _JA_NAMES:
         if pattern.search(compact):
             return kind
     return None
@@ -176,13 +176,7 @@ _NAMED: list[tuple[StatementKind, re.Pattern[str]]] = [
     ),
 ]
 
-_NAMED_JA: list[tuple[StatementKind, re.Pattern[str]]] = [
-    ("cash_flows", re.compile(r"キャッシュ・?フロー計算書")),
-    ("balance", re.compile(r"貸借対照表|財政状態計算書|バランスシート")),
-    ("equity", re.compile(r"株主資本等変動計算書|持分変動計算書")),
-    ("income", re.compile(r"損益計算書")),
-    ("comprehensive", re.compile(r"(?<!及び)包括利益計算書")),
-]
+_NAMED_JA = [*_JA_NAMES, ("balance", re.compile(r"バランスシート"))]
 
 _INCOME: tuple[StatementKind, ...] = ("income",)
 _BALANCE: tuple[StatementKind, ...] = ("balance",)
