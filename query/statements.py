@@ -47,23 +47,33 @@ STATEMENT_NAMES: dict[StatementKind, str] = {
 MAX_STATEMENT_PAGES = 3
 """A primary statement runs one or two pages; a longer section is something else."""
 
-# --- Titles, matched on the title's letters only (a text layer splits 'Incom e', 'Shee t').
-_TITLE_PATTERNS: dict[StatementKind, re.Pattern[str]] = {
-    "income": re.compile(
-        r"statements?of(?:consolidated)?(?:income|operations|earnings)(?!tax)"
-        r"|incomestatements?|profitandloss|profitorloss"
+# --- Titles, matched on the title's letters only (a text layer splits 'Incom e', 'Shee t'), in
+# this order: 'Statements of Comprehensive Income' is not the income statement.
+_TITLE_PATTERNS: list[tuple[StatementKind, re.Pattern[str]]] = [
+    ("comprehensive", re.compile(r"statements?of(?:consolidated)?comprehensive(?:income|loss)")),
+    ("cash_flows", re.compile(r"statements?of(?:consolidated)?cashflows?|cashflowstatements?")),
+    (
+        "balance",
+        re.compile(
+            r"balancesheets?|statements?of(?:consolidated)?financial(?:position|condition)"
+            r"|statements?ofcondition"
+        ),
     ),
-    "balance": re.compile(
-        r"balancesheets?|statements?of(?:consolidated)?financial(?:position|condition)"
-        r"|statements?ofcondition"
+    (
+        "equity",
+        re.compile(
+            r"statements?of(?:changesin)?(?:consolidated)?(?:shareholders|stockholders|shareowners)?"
+            r"(?:equity|deficit)"
+        ),
     ),
-    "cash_flows": re.compile(r"statements?of(?:consolidated)?cashflows?|cashflowstatements?"),
-    "equity": re.compile(
-        r"statements?of(?:changesin)?(?:consolidated)?(?:shareholders|stockholders|shareowners)?"
-        r"(?:equity|deficit)"
+    (
+        "income",
+        re.compile(
+            r"statements?of(?:consolidated)?(?:income|operations|earnings)(?!tax)"
+            r"|incomestatements?|profitandloss|profitorloss"
+        ),
     ),
-    "comprehensive": re.compile(r"statements?of(?:consolidated)?comprehensive(?:income|loss)"),
-}
+]
 # A section about a statement, not the statement: 'Off-Balance Sheet Arrangements',
 # 'Supplemental Cash Flow Statement Information', 'Analysis of the Consolidated Statements of
 # Income', 'NOTE 6. Supplemental Income Statement Information', 'Selected ... Information'.
@@ -90,13 +100,12 @@ _CONTINUED = re.compile(r"\bcontinued\b|\(cont", re.IGNORECASE)
 
 
 def title_statement(title: str) -> StatementKind | None:
-    """Which primary statement a section title is, if any (comprehensive income before
-    income: 'Statements of Comprehensive Income' is not the income statement)."""
+    """Which primary statement a section title is, if any."""
     if _NOT_THE_STATEMENT.search(title) or _NOTE_ENUMERATOR.match(title):
         return None
     letters = re.sub(r"[^a-z]", "", title.lower())
-    for kind in ("comprehensive", "cash_flows", "balance", "equity", "income"):
-        if _TITLE_PATTERNS[kind].search(letters):
+    for kind, pattern in _TITLE_PATTERNS:
+        if pattern.search(letters):
             return kind
     compact = "".join(title.split())
     if _JA_NOT_THE_STATEMENT.search(compact):
