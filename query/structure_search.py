@@ -192,9 +192,12 @@ class StructureRoutes:
             for entry in wanted:
                 for number in resolve_reference(entry.reference, structure).pages:
                     key = (structure.doc_id, number)
-                    if key in page_rank and key not in confirmed:
-                        confirmed.append(key)
+                    if key not in page_rank:
+                        continue
+                    if key not in entry.pages:
                         entry.pages.append(key)
+                    if key not in confirmed:
+                        confirmed.append(key)
         return sorted(confirmed, key=lambda key: page_rank[key])
 
     def section_pages(

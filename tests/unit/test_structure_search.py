@@ -98,6 +98,11 @@ def test_a_reference_counts_beyond_the_leading_documents_only_where_words_found_
     assert ranking.references[0].pages == [("a", 14), ("c", 14)]
     # without the candidates, the leading document only
     assert routes.reference_pages(found, ["a"], access).pages == [("a", 14)]
+    # two references leading to the same page there: the page once, in both traces
+    both = routes.references_in("page 14 and slide 14")
+    ranking = routes.reference_pages(both, ["a"], access, page_rank)
+    assert ranking.pages == [("a", 14), ("c", 14)]
+    assert [r.pages for r in ranking.references] == [[("a", 14), ("c", 14)]] * 2
     # statements are not confirmed elsewhere: every filing prints one
     (statement,) = routes.references_in("per the balance sheet")
     assert routes.reference_pages([statement], ["a"], access, page_rank).pages == []
