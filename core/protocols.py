@@ -179,6 +179,20 @@ class StreamingChatModel(ChatModel, Protocol):
     ) -> Iterator[str]: ...
 
 
+class PageImageSource(Protocol):
+    """Stored page images for the answer context of a vision model
+    (:class:`services.page_images.StoredPageImages` reads the rendered pages).
+
+    Returns the page's image and its size in PDF points (what evidence boxes are measured in),
+    or None when there is no such page, no stored image, or ``access`` may not read the
+    document: the same None either way, as everywhere a caller may not see something.
+    """
+
+    def page_image(
+        self, access: AccessFilter, doc_id: str, page_number: int
+    ) -> tuple[Image.Image, tuple[float, float]] | None: ...
+
+
 class CorrectiveSearch(Protocol):
     """A candidate search that grades what it found and corrects itself once
     (:class:`query.corrective.CorrectiveRetrieval`); its trace says what it did."""

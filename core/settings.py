@@ -474,6 +474,14 @@ class LlmOptions(BaseModel):
         description="sampling temperature; 0 = greedy, so the same evidence gives the same answer",
     )
     max_tokens: int = Field(default=512, ge=1, description="most tokens one reply may generate")
+    vision: Literal["off", "auto", "always"] = Field(
+        default="off",
+        description=(
+            "whether answer requests carry page images (the model must then be a VLM, e.g. "
+            "Qwen2.5-VL): off = never; auto = when the visual route found pages or the question "
+            "is about a chart, figure, picture, scan or layout; always = whenever pages are cited"
+        ),
+    )
 
     @model_validator(mode="after")
     def _model_with_url(self) -> LlmOptions:
@@ -544,6 +552,59 @@ class CorrectiveOptions(BaseModel):
         return self
 
 
+class ImageContextOptions(BaseModel):
+    """Page images in the answer context (``PAGESIGHT_LLM__VISION``): how many, how large, and
+    what they may cost.
+
+    Image tokens are counted the way Qwen2-VL-family models spend them: an image is resized to
+    whole ``patch_px`` tiles (14-pixel patches merged 2x2 = 28) and costs one token per tile,
+    plus its start and end markers. Images are sized here to whole tiles within
+    ``max_pixels``, so the server's own resize keeps them as they are (set the server's
+    ``max_pixels`` at least as high) and the count is the model's.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_images: int = Field(default=4, ge=1, le=16, description="page images per request")
+    max_pixels: int = Field(
+        default=1024 * 28 * 28,
+        ge=4 * 28 * 28,
+        description="largest image sent (pixels; 1,024 tiles = ~1,024 tokens at patch_px 28)",
+    )
+    min_pixels: int = Field(
+        default=64 * 28 * 28,
+        ge=28 * 28,
+        description="an image the remaining budget would shrink below this is not sent",
+    )
+    patch_px: int = Field(
+        default=28, ge=1, description="pixels per image token along each side (Qwen2-VL: 28)"
+    )
+    budget_tokens: int = Field(
+        default=4096,
+        ge=0,
+        description=(
+            "most tokens images may take from the context budget, after the reply is reserved; "
+            "never more than half of what is left, so the text blocks keep the other half"
+        ),
+    )
+    crop_ratio: float = Field(
+        default=0.5,
+        gt=0,
+        le=1,
+        description=(
+            "a page larger than max_pixels is cropped to its evidence boxes (padded) when they "
+            "cover at most this share of it; otherwise the whole page is sent, scaled down"
+        ),
+    )
+    jpeg_quality: int = Field(default=85, ge=30, le=100)
+
+    @model_validator(mode="after")
+    def _pixels(self) -> ImageContextOptions:
+        if self.min_pixels > self.max_pixels:
+            raise ValueError("min_pixels must not exceed max_pixels")
+        return self
+
+
 class AnswerOptions(BaseModel):
     """Server-side knobs of the answer pipeline."""
 
@@ -595,6 +656,10 @@ class AnswerOptions(BaseModel):
     )
     corrective: CorrectiveOptions = Field(
         default_factory=CorrectiveOptions, description="corrective retrieval (CRAG); off"
+    )
+    images: ImageContextOptions = Field(
+        default_factory=ImageContextOptions,
+        description="page images in the context, when PAGESIGHT_LLM__VISION sends them",
     )
 
     @model_validator(mode="after")

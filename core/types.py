@@ -425,6 +425,38 @@ class CorrectiveTrace(BaseModel):
     stages_ms: dict[str, float] = Field(default_factory=dict, description="grade, rewrite, ...")
 
 
+class ImageContextRef(BaseModel):
+    """A page image that was part of an answer's context: where it came from and what it cost.
+
+    Traces keep this, never the image or its data URL (a trace is stored and shown to
+    administrators; the image is already stored once, and is read again through the page-image
+    route, which checks access).
+    """
+
+    n: int = Field(ge=1, description="its number among the context blocks")
+    doc_id: str
+    page_number: int
+    box: BBox | None = Field(
+        default=None, description="the crop, PDF points; None = the whole page"
+    )
+    width: int = Field(description="pixels sent")
+    height: int = Field(description="pixels sent")
+    tokens: int = Field(description="what the image costs the model, estimated")
+
+
+class VisionTrace(BaseModel):
+    """Whether an answer request carried page images, and why (``PAGESIGHT_LLM__VISION``)."""
+
+    setting: Literal["off", "auto", "always"]
+    sent: bool = Field(description="images were in the request that produced the answer")
+    reason: str = Field(description="why images were or were not sent")
+    images: list[ImageContextRef] = Field(default_factory=list)
+    fallback: str | None = Field(
+        default=None,
+        description="why the answer was asked again with text alone (the VLM failed on images)",
+    )
+
+
 class AnswerTrace(BaseModel):
     """What the answer step did after retrieval: the audit half of an answered query's trace.
 
@@ -466,6 +498,9 @@ class AnswerTrace(BaseModel):
     stages_ms: dict[str, float] = Field(default_factory=dict, description="rerank, generate, ...")
     corrective: CorrectiveTrace | None = Field(
         default=None, description="set when corrective retrieval graded the candidates"
+    )
+    vision: VisionTrace | None = Field(
+        default=None, description="page images in the context; None = no LLM, or vision off"
     )
 
 
@@ -689,11 +724,19 @@ class Citation(BaseModel):
     n: int = Field(ge=1, description="the number sentences cite it by")
     doc_id: str
     page_number: int
-    chunk_id: str
+    chunk_id: str = Field(description="the cited chunk; for a page image, the image block's id")
+    kind: Literal["text", "image"] = Field(
+        default="text", description="image: the model was shown the page (or a crop) itself"
+    )
     element_ids: list[str] = Field(default_factory=list)
-    bboxes: list[BBox] = Field(default_factory=list, description="boxes on this page, PDF points")
+    bboxes: list[BBox] = Field(
+        default_factory=list,
+        description="boxes on this page, PDF points; for an image block, its crop (none = page)",
+    )
     page_image_url: str = Field(description="relative URL of the page image, boxes highlighted")
-    quote: str = Field(description="text of the block that supports the citing sentences")
+    quote: str = Field(
+        description="text of the block that supports the citing sentences; empty for an image"
+    )
 
 
 class WithheldSentence(BaseModel):

@@ -48,6 +48,7 @@ Why it is built this way:
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Generator, Sequence
@@ -61,6 +62,7 @@ from core.protocols import (
     CandidateSearch,
     ChatModel,
     CorrectiveSearch,
+    PageImageSource,
     PageRanker,
     Ranker,
     StreamingChatModel,
@@ -72,15 +74,17 @@ from core.types import (
     AnswerSentence,
     AnswerToken,
     AnswerTrace,
+    Candidates,
     ChatMessage,
     Citation,
     Passage,
     Policy,
     Question,
     RetrievalTrace,
+    VisionTrace,
     WithheldSentence,
 )
-from models.llm import MalformedOutput
+from models.llm import LlmError, MalformedOutput
 from models.reranker import FusedScoreRanker
 from query.context import (
     ContextBlock,
@@ -102,6 +106,7 @@ from query.generation import (
     parse_cited_prose,
     with_markers,
 )
+from query.vision import numbered_after, page_image_blocks, vision_wanted
 from query.visual_rerank import fuse_visual_ranking
 
 # -- the pipeline ------------------------------------------------------------------------------
@@ -133,6 +138,8 @@ class AnswerPipeline:
         count_tokens: TokenCounter = approx_tokens,
         corrective: CorrectiveSearch | None = None,
         visual: PageRanker | None = None,
+        vision: Literal["off", "auto", "always"] = "off",
+        images: PageImageSource | None = None,
     ) -> None:
         self.candidates = candidates
         self.ranker = ranker
@@ -144,6 +151,10 @@ class AnswerPipeline:
         #: grades the candidates and corrects the search once (query.corrective); it wraps
         #: its own candidate search, which replaces ``candidates`` when set
         self.corrective = corrective
+        #: whether the LLM is shown page images (``PAGESIGHT_LLM__VISION``, query.vision), and
+        #: where they are read from (no source: never)
+        self.vision = vision
+        self.images = images
 
     @property
     def mode(self) -> Literal["llm", "extractive"]:
@@ -192,9 +203,7 @@ class AnswerPipeline:
             reason = record.corrective.reason or "corrective retrieval found nothing relevant"
             response = self._abstain(trace_id, 0.0, reason)
         else:
-            response = yield from self._answer(
-                request, access, found.passages, trace_id, record, streaming
-            )
+            response = yield from self._answer(request, access, found, trace_id, record, streaming)
         record.confidence = response.confidence
         record.abstained = response.abstained
         record.reason = response.reason
@@ -217,7 +226,7 @@ class AnswerPipeline:
         self,
         request: Question,
         access: AccessFilter,
-        found: list[Passage],
+        candidates: Candidates,
         trace_id: str,
         record: AnswerTrace,
         streaming: bool = False,
@@ -225,6 +234,7 @@ class AnswerPipeline:
         """Rerank, abstain or build the context, then generate; a generator only so that a
         stream's tokens pass through (with ``streaming`` False it yields nothing)."""
         options = self.options
+        found = candidates.passages
         policy: Policy = "strict" if "strict" in (request.policy, options.policy) else "standard"
         if access.doc_ids is not None:  # belt and braces: the search should have done it
             allowed = set(access.doc_ids)
@@ -264,16 +274,31 @@ class AnswerPipeline:
             )
 
         passages = [replace(passage, score=score) for passage, score in ranked]
+        images = self._image_blocks(request.query, passages, access, candidates.trace, record)
+        image_tokens = sum(block.image.tokens for block in images if block.image is not None)
         blocks = build_context(
             passages,
-            options.context_budget_tokens,
+            options.context_budget_tokens - image_tokens,
             options.reserve_output_tokens,
             self.count_tokens,
         )
-        record.context = [block.chunk_id for block in blocks]
+        if images and not blocks:  # the images took the room the text needed: text alone
+            images = self._without_images(record, "no text passage fits beside the images")
+            blocks = build_context(
+                passages,
+                options.context_budget_tokens,
+                options.reserve_output_tokens,
+                self.count_tokens,
+            )
         record.context_tokens = sum(self.count_tokens(block.text) for block in blocks)
         if not blocks:
+            record.context = []
             return self._abstain(trace_id, confidence, "no passage fits the context budget")
+        blocks += numbered_after(images, len(blocks) + 1)
+        if record.vision is not None:
+            record.vision.images = [block.image for block in blocks if block.image is not None]
+        record.context = [block.chunk_id for block in blocks]
+        record.context_tokens += image_tokens
         since = time.perf_counter()
         if streaming:
             response = yield from self._stream_generation(
@@ -289,6 +314,46 @@ class AnswerPipeline:
         return response
 
     # -- steps ---------------------------------------------------------------------------------
+
+    def _image_blocks(
+        self,
+        query: str,
+        passages: list[Passage],
+        access: AccessFilter,
+        retrieval: RetrievalTrace | None,
+        record: AnswerTrace,
+    ) -> list[ContextBlock]:
+        """The page-image blocks of this answer (module :mod:`query.vision`), numbered from 1;
+        none without an LLM, with vision off or not wanted, or without an image source. The
+        decision and its reason go into ``record.vision``."""
+        if self.llm is None:
+            return []
+        wanted, reason = vision_wanted(self.vision, query, retrieval)
+        record.vision = VisionTrace(setting=self.vision, sent=wanted, reason=reason)
+        if not wanted:
+            return []
+        if self.images is None:
+            return self._without_images(record, "no page images are available to the pipeline")
+        options = self.options
+        available = options.context_budget_tokens - options.reserve_output_tokens
+        budget = min(options.images.budget_tokens, available // 2)
+        blocks = page_image_blocks(
+            passages, self.images, access, options.images, budget, self.count_tokens
+        )
+        if not blocks:
+            return self._without_images(
+                record, f"no page image fits the image budget ({budget} tokens) or is stored"
+            )
+        return blocks
+
+    @staticmethod
+    def _without_images(record: AnswerTrace, reason: str) -> list[ContextBlock]:
+        """No images after all: ``record.vision`` says why; returns the (empty) image blocks."""
+        if record.vision is not None:
+            record.vision.sent = False
+            record.vision.reason = f"{record.vision.reason}; not sent: {reason}"
+            record.vision.images = []
+        return []
 
     def _rerank(
         self,
@@ -385,7 +450,11 @@ class AnswerPipeline:
     ) -> AnswerResponse:
         messages = build_messages(query, blocks, self.options.max_sentences)
         numbers = {block.n for block in blocks}
-        first = self._ask(llm, messages, numbers, record)
+        try:
+            first = self._ask(llm, messages, numbers, record)
+        except LlmError as exc:
+            text_only = self._vision_failed(blocks, exc, record)
+            return self._generate(llm, query, text_only, confidence, policy, trace_id, record)
         final = first
         if first.problem is not None:
             correction = [ChatMessage("assistant", first.raw)] if first.raw.strip() else []
@@ -412,6 +481,24 @@ class AnswerPipeline:
         return self._checked(
             sentences, blocks, final.unknown, confidence, policy, trace_id, shown=False
         )
+
+    @staticmethod
+    def _vision_failed(
+        blocks: list[ContextBlock], error: LlmError, record: AnswerTrace
+    ) -> list[ContextBlock]:
+        """The text blocks of ``blocks``, to ask again without images after the model failed on
+        a request that had some (the trace says why); ``error`` itself when it had none: then
+        images were not the problem."""
+        text_only = [block for block in blocks if block.image is None]
+        if len(text_only) == len(blocks) or isinstance(error, MalformedOutput):
+            raise error
+        if record.vision is not None:
+            record.vision.sent = False
+            record.vision.fallback = f"{error.code}: {error.message}"[:500]
+        record.attempts.append(f"failed with images: {error.code}")
+        record.context = [block.chunk_id for block in text_only]
+        record.context_tokens -= sum(b.image.tokens for b in blocks if b.image is not None)
+        return text_only
 
     def _ask(
         self,
@@ -505,7 +592,15 @@ class AnswerPipeline:
         else:
             messages = build_stream_messages(query, blocks, self.options.max_sentences)
             parts: list[str] = []
-            for delta in llm.stream(messages, max_tokens=self.options.reserve_output_tokens):
+            deltas = llm.stream(messages, max_tokens=self.options.reserve_output_tokens)
+            try:
+                first = next(deltas, None)
+            except LlmError as exc:  # nothing is out yet: the same stream without images
+                blocks = self._vision_failed(blocks, exc, record)
+                messages = build_stream_messages(query, blocks, self.options.max_sentences)
+                deltas = llm.stream(messages, max_tokens=self.options.reserve_output_tokens)
+                first = next(deltas, None)
+            for delta in itertools.chain([first] if first is not None else [], deltas):
                 parts.append(delta)
                 yield AnswerToken(text=delta)
             return self._check_prose("".join(parts), blocks, confidence, policy, trace_id, record)
@@ -638,15 +733,18 @@ def _finished(steps: Generator[AnswerToken, None, AnsweredQuery]) -> AnsweredQue
 
 
 def _citation(block: ContextBlock, quote: str) -> Citation:
+    """The citation of ``block``; an image block's has its page, crop box and image URL, and no
+    quote (the model read the image, not a text)."""
     return Citation(
         n=block.n,
         doc_id=block.doc_id,
         page_number=block.page_number,
         chunk_id=block.chunk_id,
+        kind="image" if block.image is not None else "text",
         element_ids=list(block.element_ids),
         bboxes=list(block.bboxes),
         page_image_url=page_image_url(block.doc_id, block.page_number, list(block.bboxes)),
-        quote=quote,
+        quote="" if block.image is not None else quote,
     )
 
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 
 from core.types import (
     BBox,
+    ImageContextRef,
     Passage,
 )
 
@@ -36,6 +37,11 @@ class ContextBlock(BaseModel):
     element_ids: list[str] = Field(default_factory=list)
     bboxes: list[BBox] = Field(default_factory=list)
     truncated: bool = False
+    #: set on a page-image block (``query.vision``): the image's origin and cost; ``text`` is
+    #: then empty and ``bboxes`` holds the crop (none = the whole page)
+    image: ImageContextRef | None = None
+    #: the image as a data URL; never serialised (traces keep ``image`` only)
+    image_url: str | None = Field(default=None, repr=False, exclude=True)
 
 
 TokenCounter = Callable[[str], int]
@@ -73,6 +79,21 @@ def render_block(block: ContextBlock) -> str:
     section = f"; section: {' > '.join(block.section_path)}" if block.section_path else ""
     meta = _escape(" ".join(f"[source: {source}; page {block.page_number}{section}]".split()))
     return f"<document n={block.n}>\n{meta}\n{_escape(block.text)}\n</document>"
+
+
+def render_image_header(block: ContextBlock) -> str:
+    """What precedes a page-image block's image: its opening delimiter and metadata (the image
+    follows, then :data:`IMAGE_BLOCK_END`)."""
+    source = block.title or block.doc_id
+    part = "part of the page" if block.bboxes else "the page"
+    meta = _escape(
+        " ".join(f"[source: {source}; page {block.page_number}; image of {part}]".split())
+    )
+    return f"<document n={block.n}>\n{meta}\n"
+
+
+#: What follows a page-image block's image.
+IMAGE_BLOCK_END = "\n</document>"
 
 
 def context_block(n: int, passage: Passage, text: str, truncated: bool = False) -> ContextBlock:

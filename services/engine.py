@@ -4,7 +4,8 @@ command line and ``bench/`` use (so a new step is wired in one place).
 :func:`build_answer_pipeline` takes an open :class:`services.stack.LocalStack` (index, models,
 retriever) and returns the answer pipeline over it: passage search, ranker, the visual rerank
 when a page model is configured, the LLM when ``PAGESIGHT_LLM__BASE_URL`` is set (else
-extractive answers), and corrective retrieval when enabled.
+extractive answers) with the stored page images for ``PAGESIGHT_LLM__VISION``, and corrective
+retrieval when enabled.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from query.answer import AnswerPipeline
 from query.corrective import build_corrective, pipeline_scorer
 from query.passages import PassageSearch
 from query.visual_rerank import VisualPageReranker
+from services.page_images import StoredPageImages
 from services.stack import LocalStack
 
 
@@ -28,7 +30,13 @@ def build_answer_pipeline(settings: Settings, stack: LocalStack) -> AnswerPipeli
         visual = VisualPageReranker(stack.page_store, stack.page_embedder, scoring="index")
     passages = PassageSearch(stack.multistep, stack.store)  # route agentic included
     pipeline = AnswerPipeline(
-        passages, build_ranker(settings.reranker), llm, settings.answer, visual=visual
+        passages,
+        build_ranker(settings.reranker),
+        llm,
+        settings.answer,
+        visual=visual,
+        vision=settings.llm.vision,
+        images=StoredPageImages(stack.catalog, stack.ingestor.images),
     )
     if settings.answer.corrective.enabled:
         pipeline.corrective = build_corrective(

@@ -1,0 +1,48 @@
+"""The rendered page images ingestion stored, read back for a vision model's answer context.
+
+The answer pipeline only asks for pages of passages the candidate search already let the caller
+read; the access check is repeated here anyway (tenant, ACL, validity, the same rule as every
+other route), so a wiring mistake elsewhere cannot turn into a page image of someone else's
+document.
+"""
+
+from __future__ import annotations
+
+from PIL import Image
+
+from core.errors import PageSightError
+from core.protocols import CatalogRepository
+from core.types import AccessFilter
+from ingestion.render import PageImageStore
+
+
+class StoredPageImages:
+    """:class:`core.protocols.PageImageSource` over the catalog and the page image store."""
+
+    def __init__(self, catalog: CatalogRepository, images: PageImageStore) -> None:
+        self.catalog = catalog
+        self.images = images
+
+    def page_image(
+        self, access: AccessFilter, doc_id: str, page_number: int
+    ) -> tuple[Image.Image, tuple[float, float]] | None:
+        document = self.catalog.document(access.tenant, doc_id)
+        if document is None or not access.admits(
+            document.tenant, document.acl, document.valid_until
+        ):
+            return None
+        if access.doc_ids is not None and doc_id not in access.doc_ids:
+            return None
+        page = next(
+            (p for p in self.catalog.pages(access.tenant, doc_id) if p.page_number == page_number),
+            None,
+        )
+        if page is None or not page.image_ref:
+            return None
+        try:
+            path = self.images.path(page.image_ref)
+            with Image.open(path) as stored:
+                image = stored.convert("RGB")
+        except (OSError, PageSightError):  # gone from disk, unreadable, a bad reference
+            return None
+        return image, (page.width, page.height)
