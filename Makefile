@@ -51,6 +51,11 @@ test-e2e: setup
 # the file's header); the last line proves the server's module imports. ~3 min, 2.5 GB.
 VLLM_VENV ?= .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
+# vLLM serves Qwen2-VL only with torchvision importable, and PyPI's is CUDA-linked: it goes into
+# a folder of its own that only the VLM test server puts on its path, with the hook in
+# tests/vllm_torchvision that lets it import next to CPU torch (see that file).
+VLLM_TORCHVISION := torchvision==0.28.0
+VLLM_VISION_PATH := $(CURDIR)/tests/vllm_torchvision:$(CURDIR)/$(VLLM_VENV)/torchvision
 
 setup-vllm: $(VLLM_STAMP)
 
@@ -59,14 +64,20 @@ $(VLLM_STAMP): constraints-vllm.txt
 	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
 	$(VLLM_VENV)/bin/python -m pip install -q --no-deps -r constraints-vllm.txt
 	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec triton
+	$(VLLM_VENV)/bin/python -m pip install -q --no-deps --target $(VLLM_VENV)/torchvision \
+		$(VLLM_TORCHVISION)
 	$(VLLM_VENV)/bin/python -c "import vllm.entrypoints.openai.api_server"
+	PYTHONPATH=$(VLLM_VISION_PATH) $(VLLM_VENV)/bin/python -c \
+		"import torchvision, vllm.model_executor.models.qwen2_vl"
 	touch $(VLLM_STAMP)
 
-# The answer pipeline against a real vLLM server serving a tiny random Qwen2 (~3-4 min, most of
-# it the server's start).
+# The answer pipeline against real vLLM servers serving a tiny random Qwen2 and a tiny random
+# Qwen2-VL (~5-7 min, most of it the servers' start).
 test-vllm: setup setup-vllm
-	PAGESIGHT_VLLM_PYTHON=$(VLLM_VENV)/bin/python $(BIN)/python -m pytest \
-		tests/integration/test_vllm_server.py --durations=10 $(PYTEST_ARGS)
+	PAGESIGHT_VLLM_PYTHON=$(VLLM_VENV)/bin/python PAGESIGHT_VLLM_VISION_PATH=$(VLLM_VISION_PATH) \
+		$(BIN)/python -m pytest \
+		tests/integration/test_vllm_server.py tests/integration/test_vllm_vision.py \
+		--durations=10 $(PYTEST_ARGS)
 
 test-fast: setup
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)

@@ -55,8 +55,9 @@ MAX_SENTENCE_CHARS = 400
 
 
 def answer_schema(blocks: int, max_sentences: int = 6) -> dict[str, Any]:
-    """:data:`ANSWER_SCHEMA` bounded for one request: citations in ``1..blocks``, at most
-    ``max_sentences`` sentences of at most :data:`MAX_SENTENCE_CHARS` characters.
+    """:data:`ANSWER_SCHEMA` bounded for one request: citations in ``1..blocks`` (at most
+    ``blocks`` per sentence), at most ``max_sentences`` sentences of at most
+    :data:`MAX_SENTENCE_CHARS` characters.
 
     With guided decoding the bounds make an invented citation number impossible to generate
     and keep the reply inside its token budget (an unbounded string or integer lets a weak
@@ -70,6 +71,7 @@ def answer_schema(blocks: int, max_sentences: int = 6) -> dict[str, Any]:
     sentence["properties"]["text"]["maxLength"] = MAX_SENTENCE_CHARS
     number = {"type": "integer", "minimum": 1, "maximum": max(1, blocks)}
     sentence["properties"]["citations"]["items"] = dict(number)
+    sentence["properties"]["citations"]["maxItems"] = max(1, blocks)
     schema["properties"]["sufficient"]["items"] = dict(number)
     schema["properties"]["sufficient"]["maxItems"] = max(1, blocks)
     return schema

