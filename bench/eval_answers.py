@@ -38,7 +38,11 @@ retrieval scoped to exactly those documents. Scored (see ../shared/eval/README.m
 (``query.corrective``); run it with ``on`` and ``off`` to compare on the same questions.
 ``--data-dir`` keeps the index between runs (unchanged files are not parsed again) and may hold
 more documents than the run uses: retrieval is filtered to the run's documents inside the
-engine. ``--llm-url`` answers with an OpenAI-compatible server (vLLM) instead of extractively.
+engine. ``--llm-url`` answers with an OpenAI-compatible server (vLLM) instead of extractively;
+``--vision auto|always`` then sends page images too (a VLM), and each row records how many
+images its request carried and whether the model failed on them (``vision_fallback``); a
+question the LLM server fails on is listed under ``errors`` and not scored.
+``bench/gpu_answers.sh`` runs it with images on and off against a local VLM checkpoint.
 """
 
 from __future__ import annotations
@@ -167,6 +171,15 @@ def main() -> None:
     )
     ap.add_argument("--llm-url", help="OpenAI-compatible base URL (…/v1); unset = extractive")
     ap.add_argument("--llm-model", default=None, help="model name the server serves")
+    ap.add_argument(
+        "--vision",
+        choices=["off", "auto", "always"],
+        default="off",
+        help="page images in the answer request (PAGESIGHT_LLM__VISION; needs --llm-url)",
+    )
+    ap.add_argument(
+        "--context-budget", type=int, default=None, help="answer.context_budget_tokens override"
+    )
     ap.add_argument("--abstain-threshold", type=float, default=None, help="override the config")
     ap.add_argument(
         "--crag",
@@ -179,6 +192,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
 
+    from core.errors import PageSightError
     from core.settings import Settings
     from core.types import AccessFilter, Question, SearchFilters
     from services.engine import build_answer_pipeline
@@ -202,8 +216,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         overrides: dict[str, Any] = {"data_dir": args.data_dir or Path(tmp)}
         if args.llm_url:
-            overrides["llm"] = {"base_url": args.llm_url, "model": args.llm_model or "default"}
+            overrides["llm"] = {
+                "base_url": args.llm_url,
+                "model": args.llm_model or "default",
+                "vision": args.vision,
+            }
         answer: dict[str, Any] = {"corrective": {"enabled": args.crag == "on"}}
+        if args.context_budget is not None:
+            answer["context_budget_tokens"] = args.context_budget
         if args.abstain_threshold is not None:
             answer["abstain_threshold"] = args.abstain_threshold
         overrides["answer"] = answer
@@ -221,16 +241,22 @@ def main() -> None:
         access = AccessFilter(tenant=TENANT, principals=[])
         scope = SearchFilters(doc_ids=sorted(name_of))
         rows: list[dict[str, Any]] = []
+        errors: list[dict[str, str]] = []
         try:
             for answerable_set, questions in ((True, answerable), (False, unanswerable)):
                 for q in questions:
                     trace_id = uuid.uuid4().hex
                     t0 = time.perf_counter()
                     request = Question(query=q["question"], route=args.route, filters=scope)
-                    done = pipeline.run(request, access, trace_id)
+                    try:
+                        done = pipeline.run(request, access, trace_id)
+                    except PageSightError as exc:  # the LLM server failed: counted, not scored
+                        errors.append({"id": q["id"], "error": f"{exc.code}: {exc.message}"})
+                        continue
                     response, trace = done.response, done.trace
                     elapsed_ms = (time.perf_counter() - t0) * 1000
                     context = set(trace.answer.context) if trace and trace.answer else set()
+                    vision = trace.answer.vision if trace and trace.answer else None
                     cited = [
                         (name_of.get(c.doc_id, c.doc_id), c.page_number) for c in response.citations
                     ]
@@ -261,6 +287,8 @@ def main() -> None:
                                 if trace and trace.answer and trace.answer.corrective
                                 else None
                             ),
+                            "images": len(vision.images) if vision and vision.sent else 0,
+                            "vision_fallback": vision.fallback if vision else None,
                             "ms": round(elapsed_ms, 1),
                             **score_answer(q, response.answer, response.abstained),
                             "answer": response.answer,
@@ -276,6 +304,8 @@ def main() -> None:
             "exclude_subset": args.exclude_subset,
             "route": args.route,
             "mode": "llm" if args.llm_url else "extractive",
+            "vision": args.vision if args.llm_url else "off",
+            "context_budget_tokens": settings.answer.context_budget_tokens,
             "crag": args.crag,
             "abstain_threshold": settings.answer.abstain_threshold,
             "ranker": settings.reranker.model if settings.reranker.active else "fused",
@@ -284,6 +314,7 @@ def main() -> None:
                 "ingest_s": round(ingest_s, 1),
                 "failed": [{"path": j.path, "code": j.error_code} for j in failed],
             },
+            "errors": errors,
             "rows": rows,
         }
     )
@@ -318,6 +349,8 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "abstain_rate_unanswerable": rate([r["abstained"] for r in unanswerable]),
         "abstain_rate_answerable": rate([r["abstained"] for r in answerable]),
         "citations_in_context_rate": rate([r["citations_in_context"] for r in rows]),
+        "with_images_rate": rate([r.get("images", 0) > 0 for r in rows]),
+        "vision_fallback_rate": rate([r.get("vision_fallback") is not None for r in rows]),
         "by_kind": {
             kind: {
                 "n": len(group),

@@ -159,11 +159,8 @@ def build_tiny_qwen2(path: Path, seed: int = 0) -> Path:
     with ``vllm.entrypoints.openai.api_server --model path``; a fraction of a second to build
     once torch and transformers are imported.
     """
-    import torch
-    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+    from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
     tokenizer = build_tokenizer()
     eos_id = tokenizer.convert_tokens_to_ids(EOS_TOKEN)
     pad_id = tokenizer.convert_tokens_to_ids(PAD_TOKEN)
@@ -174,16 +171,34 @@ def build_tiny_qwen2(path: Path, seed: int = 0) -> Path:
         pad_token_id=pad_id,
         **TINY_CONFIG,
     )
+    return save_random_chat_model(path, Qwen2ForCausalLM, config, tokenizer, seed)
+
+
+def save_random_chat_model(
+    path: Path, model_class: Any, config: Any, tokenizer: Any, seed: int, *extra: Any
+) -> Path:
+    """``model_class(config)`` initialised under ``seed`` (the global RNG untouched), saved to
+    ``path`` with ``tokenizer`` and each of ``extra`` (e.g. an image processor) and a generation
+    config that stops on either end token, as Qwen's chat checkpoints do (the server reads it).
+    """
+    import torch
+    from transformers import GenerationConfig
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    eos_id = tokenizer.convert_tokens_to_ids(EOS_TOKEN)
+    pad_id = tokenizer.convert_tokens_to_ids(PAD_TOKEN)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = Qwen2ForCausalLM(config).eval()
-    # Both ends stop a reply, as in Qwen's chat checkpoints (the server reads this file).
+        model = model_class(config).eval()
     model.generation_config = GenerationConfig(
         bos_token_id=pad_id, eos_token_id=[eos_id, pad_id], pad_token_id=pad_id
     )
     with quiet_transformers():
         model.save_pretrained(path)
         tokenizer.save_pretrained(path)
+        for part in extra:
+            part.save_pretrained(path)
     return path
 
 

