@@ -687,6 +687,79 @@ class LimitsOptions(BaseModel):
     parse_memory_mb: int = Field(default=6144, ge=256, description="address-space cap per file")
 
 
+class BulkOptions(BaseModel):
+    """``pagesight bulk``: the Ray Data pipeline that ingests a folder, a glob or a manifest
+    (``ingestion.bulk``, wired in ``services.bulk_job``). Per-file time and memory limits are
+    ``limits``'s, as for ``ingest``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ray_address: str | None = Field(
+        default=None,
+        description=(
+            "Ray cluster to run on ('auto' inside a KubeRay RayJob); unset = start a local Ray "
+            "on this machine for the run"
+        ),
+    )
+    num_cpus: int | None = Field(default=None, ge=1, description="local Ray's CPUs; unset = all")
+    object_store_mb: int = Field(default=512, ge=75, description="local Ray's object store")
+    parse_concurrency: int | None = Field(
+        default=None, ge=1, description="files parsed at once; unset = as many as Ray has CPUs"
+    )
+    parse_cpus: float = Field(default=1.0, gt=0, description="Ray CPUs one parse task holds")
+    text_embed_actors: int = Field(default=1, ge=1, description="text embedder actor pool size")
+    text_embed_cpus: float = Field(
+        default=0.0,
+        ge=0,
+        description=(
+            "Ray CPUs each text embedder actor holds; 0: it is idle most of the time (it embeds "
+            "~10x faster than files parse), and a CPU held for it is one parse task fewer"
+        ),
+    )
+    text_embed_batch_docs: int = Field(
+        default=1,
+        ge=1,
+        description=(
+            "documents per text embedder call (a document's chunks are batched anyway; Ray "
+            "Data holds documents back until a batch is full)"
+        ),
+    )
+    page_embed_actors: int = Field(
+        default=1, ge=1, description="page embedder (ColQwen2) actors, one GPU share each"
+    )
+    page_embed_gpus: float = Field(
+        default=1.0, gt=0, le=8, description="GPUs per page embedder actor (when Ray has GPUs)"
+    )
+    page_embed_cpus: float = Field(
+        default=1.0, gt=0, description="Ray CPUs per page embedder actor when there is no GPU"
+    )
+    page_embed_batch_docs: int = Field(
+        default=8, ge=1, description="documents whose pages share the page embedder's batches"
+    )
+    page_batch_pages: int = Field(default=16, ge=1, description="page images per forward pass")
+    write_batch_docs: int = Field(
+        default=16, ge=1, description="documents whose points are upserted in one batch"
+    )
+    write_max_wait_s: float = Field(
+        default=5.0,
+        ge=0,
+        description="a partial batch is written when a document arrives this long after the "
+        "last write (finished documents do not wait for a full batch on a slow run)",
+    )
+    max_task_retries: int = Field(
+        default=3,
+        ge=0,
+        description="times Ray re-runs a task or restarts an actor whose worker process died",
+    )
+    max_files: int = Field(default=1_000_000, ge=1, description="files one run may list")
+    max_manifest_line_bytes: int = Field(
+        default=65_536, ge=256, description="longest manifest record (a JSON line)"
+    )
+    progress_interval_s: float = Field(
+        default=2.0, ge=0, description="seconds between progress lines when not on a terminal"
+    )
+
+
 #: What an API key may do: ``read`` (search, answer, list, fetch) and ``write`` (upload, replace,
 #: delete).
 KeyScope = Literal["read", "write"]
@@ -786,6 +859,9 @@ class Settings(BaseSettings):
     answer: AnswerOptions = Field(default_factory=AnswerOptions)
     gateway: GatewayOptions = Field(default_factory=GatewayOptions)
     serve: ServeOptions = Field(default_factory=ServeOptions)
+    bulk: BulkOptions = Field(
+        default_factory=BulkOptions, description="`pagesight bulk` (Ray Data)"
+    )
 
     @property
     def page_image_dir(self) -> Path:

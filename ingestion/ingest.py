@@ -41,6 +41,7 @@ from core.types import (
     DocumentStructure,
     IngestJob,
     JobState,
+    Page,
     ParsedDocument,
 )
 from index.base import IndexPoint, VectorStore
@@ -235,6 +236,13 @@ class Ingestor:
         self.images = PageImageStore(settings.page_image_dir, settings.render)
         self.chunker = Chunker(settings.chunk)
         self.embed_batch = embed_batch
+        self.chunk_points = ChunkPointEmbedder(embedder, sparse, embed_batch)
+        self.page_points = (
+            PagePointEmbedder(page_embedder, self.images)
+            if page_store is not None and page_embedder is not None
+            else None
+        )
+        self.writer = DocumentWriter(store, catalog, self.images, page_store)
 
     # -- public operations ------------------------------------------------------------------
 
@@ -397,7 +405,12 @@ class Ingestor:
     def run(
         self, job: IngestJob, password: str | None = None, progress: IngestProgress | None = None
     ) -> IngestJob:
-        """Take ``job`` to READY or FAILED (never raises for a bad file: the job says why)."""
+        """Take ``job`` to READY or FAILED (never raises for a bad file: the job says why).
+
+        The stages are the public ones ``ingestion.bulk`` runs across a Ray cluster:
+        :func:`source_of` + ``parse``, :func:`chunk_document`, :class:`ChunkPointEmbedder`,
+        :class:`PagePointEmbedder`, :class:`DocumentWriter`; this method adds the job states.
+        """
         stage = Stage.INPUT
         try:
             job = self.catalog.advance(job, JobState.RENDERING, attempts=job.attempts + 1)
@@ -407,76 +420,113 @@ class Ingestor:
                     ErrorCode.NOT_FOUND, Stage.INPUT, f"no such file: {display_name(job)}"
                 )
             version = file_version(path)
-            if self._already_indexed(job, version):
+            if self.writer.already_indexed(job, version):
                 return self.catalog.advance(job, JobState.READY, version=version, unchanged=True)
             job = self.catalog.advance(job, JobState.PARSING, version=version)
             stage = Stage.PARSE
             parsed = self.parse(
                 path,
                 self.settings,
-                SourceInfo(
-                    tenant=job.tenant,
-                    acl=job.acl,
-                    source_uri=job.source_uri,
-                    doc_id=job.doc_id,
-                    password=password,
-                    valid_until=job.valid_until,
-                ),
+                source_of(job, password),
                 progress=(lambda done, total: progress(job, done, total)) if progress else None,
             )
             stage = Stage.CHUNK
-            structure = with_structure(parsed)
-            chunks = self.chunker(parsed)
-            job = self.catalog.advance(
-                job,
-                JobState.EMBEDDING,
-                pages=len(parsed.pages),
-                chunks=len(chunks),
-                warnings=[f"{w.code.value}: {w.message}" for w in parsed.warnings],
-            )
+            structure, chunks = chunk_document(parsed, self.chunker)
+            job = self.catalog.advance(job, JobState.EMBEDDING, **job_counts(parsed, chunks))
             stage = Stage.EMBED
-            points = self._points(parsed, chunks, job.acl)
-            page_points = self._page_points(parsed, job.acl)
+            prepared = PreparedDocument(
+                parsed=parsed,
+                structure=structure,
+                points=self.chunk_points.points(parsed, chunks, job.acl),
+                page_points=self.page_points.points(parsed, job.acl) if self.page_points else [],
+            )
             job = self.catalog.advance(job, JobState.INDEXING)
             stage = Stage.INDEX
-            self._write(
-                parsed, structure, points, page_points, job.submitted_by, _via(job.submitted_by)
-            )
+            self.writer.write([prepared], job.submitted_by)
             return self.catalog.advance(job, JobState.READY)
-        except PageSightError as exc:
-            log.warning("ingest failed for %s: %s", job.path, exc)
-            message = redact_path(exc.message, job)
-            return self.catalog.fail(job, exc.code, exc.stage.value, message)
-        except Exception as exc:  # a bug or an engine failure: this file fails, the batch goes on
-            log.exception("ingest crashed for %s", job.path)
-            code = {Stage.EMBED: ErrorCode.EMBED_FAILED, Stage.INDEX: ErrorCode.INDEX_FAILED}.get(
-                stage, ErrorCode.INTERNAL
-            )
-            message = redact_path(f"{type(exc).__name__}: {exc}", job)
-            return self.catalog.fail(job, code, stage.value, message)
+        except Exception as exc:  # a bad file, a bug or an engine failure: the batch goes on
+            code, failed_stage, message = failure_of(exc, stage, job)
+            return self.catalog.fail(job, code, failed_stage, message)
 
-    def _already_indexed(self, job: IngestJob, version: str) -> bool:
-        """This version, with this job's ACL and validity, is in the catalog and in every index
-        (a page index added later counts: enabling visual search re-ingests what it has not
-        seen; a changed ACL re-writes the payloads that carry it)."""
-        doc = self.catalog.document(job.tenant, job.doc_id)
-        if doc is None or not is_current(doc, version, job.acl, job.valid_until):
-            return False
-        return all(
-            store.document_versions(job.tenant).get(job.doc_id) == version
-            for store in self._stores()
-        )
+    def _stores(self) -> list[VectorStore]:
+        return self.writer.stores()
 
-    def _points(
+
+# -- the stages, public: the single-process Ingestor and the bulk pipeline share them ---------
+
+
+def source_of(job: IngestJob, password: str | None = None, title: str | None = None) -> SourceInfo:
+    """What the parser needs to know about ``job``'s file besides its bytes."""
+    return SourceInfo(
+        tenant=job.tenant,
+        acl=job.acl,
+        source_uri=job.source_uri,
+        doc_id=job.doc_id,
+        password=password,
+        title=title,
+        valid_until=job.valid_until,
+    )
+
+
+def chunk_document(
+    parsed: ParsedDocument, chunker: Chunker
+) -> tuple[DocumentStructure, list[Chunk]]:
+    """The chunk stage: capture the structure (stamping page labels on ``parsed``), then chunk."""
+    structure = with_structure(parsed)
+    return structure, chunker(parsed)
+
+
+def job_counts(parsed: ParsedDocument, chunks: Sequence[Chunk]) -> dict[str, Any]:
+    """The job fields a parsed and chunked document fills in (pages, chunks, warnings)."""
+    return {
+        "pages": len(parsed.pages),
+        "chunks": len(chunks),
+        "warnings": [f"{w.code.value}: {w.message}" for w in parsed.warnings],
+    }
+
+
+def failure_of(exc: BaseException, stage: Stage, job: IngestJob) -> tuple[ErrorCode, str, str]:
+    """(code, stage, message) a job records for ``exc`` raised in ``stage``: a PageSightError
+    keeps its own; anything else is an engine failure of the stage (EMBED_FAILED,
+    INDEX_FAILED) or a bug (INTERNAL). Messages never name the service's copy of the file."""
+    if isinstance(exc, PageSightError):
+        log.warning("ingest failed for %s: %s", job.path, exc)
+        return exc.code, exc.stage.value, redact_path(exc.message, job)
+    log.error("ingest crashed for %s", job.path, exc_info=exc)
+    code = {Stage.EMBED: ErrorCode.EMBED_FAILED, Stage.INDEX: ErrorCode.INDEX_FAILED}.get(
+        stage, ErrorCode.INTERNAL
+    )
+    return code, stage.value, redact_path(f"{type(exc).__name__}: {exc}", job)
+
+
+@dataclass
+class PreparedDocument:
+    """One document ready to write: parsed, chunked and embedded."""
+
+    parsed: ParsedDocument
+    structure: DocumentStructure
+    points: list[IndexPoint]
+    page_points: list[IndexPoint]
+
+
+class ChunkPointEmbedder:
+    """The text embed stage: chunks to points with dense and BM25 vectors and their payload."""
+
+    def __init__(self, embedder: TextEmbedder, sparse: SparseEncoder, batch: int = 64) -> None:
+        self.embedder = embedder
+        self.sparse = sparse
+        self.batch = batch
+
+    def points(
         self, parsed: ParsedDocument, chunks: list[Chunk], acl: list[str]
     ) -> list[IndexPoint]:
         title = parsed.document.title
         labels = {p.page_number: p.label for p in parsed.pages if p.label}
         texts = [chunk_index_text(c, title) for c in chunks]
         points: list[IndexPoint] = []
-        for start in range(0, len(chunks), self.embed_batch):
-            batch = chunks[start : start + self.embed_batch]
-            batch_texts = texts[start : start + self.embed_batch]
+        for start in range(0, len(chunks), self.batch):
+            batch = chunks[start : start + self.batch]
+            batch_texts = texts[start : start + self.batch]
             dense = self.embedder.embed_documents(batch_texts)
             sparse = self.sparse.encode_documents(batch_texts)
             for chunk, vector, lexical in zip(batch, dense, sparse, strict=True):
@@ -490,86 +540,149 @@ class Ingestor:
                 )
         return points
 
-    def _page_points(self, parsed: ParsedDocument, acl: list[str]) -> list[IndexPoint]:
-        """ColQwen2 multi-vectors (and their pooled first stage) for every rendered page."""
-        if self.page_store is None or self.page_embedder is None:
-            return []
+
+class PagePointEmbedder:
+    """The page embed stage: ColQwen2 multi-vectors (and their pooled first stage) for every
+    rendered page. Pages of several documents share a forward pass (:meth:`points_many`), which
+    is what keeps a GPU busy when documents are short."""
+
+    def __init__(
+        self, page_embedder: PageEmbedder, images: PageImageStore, batch: int = _PAGE_EMBED_BATCH
+    ) -> None:
+        self.page_embedder = page_embedder
+        self.images = images
+        self.batch = batch
+
+    def points(self, parsed: ParsedDocument, acl: list[str]) -> list[IndexPoint]:
+        return self.points_many([(parsed, acl)])[0]
+
+    def points_many(
+        self, documents: Sequence[tuple[ParsedDocument, list[str]]]
+    ) -> list[list[IndexPoint]]:
+        """One list of page points per document, in order; at most ``batch`` page images are
+        decoded at a time (bounds image memory)."""
         from PIL import Image
 
-        doc = parsed.document
-        pages = [p for p in parsed.pages if p.image_ref]
-        points: list[IndexPoint] = []
-        for start in range(0, len(pages), _PAGE_EMBED_BATCH):
-            batch = pages[start : start + _PAGE_EMBED_BATCH]
+        pages = [
+            (index, page)
+            for index, (parsed, _) in enumerate(documents)
+            for page in parsed.pages
+            if page.image_ref
+        ]
+        found: list[list[IndexPoint]] = [[] for _ in documents]
+        for start in range(0, len(pages), self.batch):
+            batch = pages[start : start + self.batch]
             images = []
-            for page in batch:
+            for _, page in batch:
                 with Image.open(self.images.path(str(page.image_ref))) as img:
                     images.append(img.convert("RGB"))
-            for page, embedded in zip(batch, self.page_embedder.embed_pages(images), strict=True):
-                image_rows = np.flatnonzero(embedded.image_mask)
-                points.append(
-                    IndexPoint(
-                        id=point_id(
-                            doc.tenant, f"{doc.doc_id}/{doc.version}/page/{page.page_number}"
-                        ),
-                        multivector=self._page_vectors(embedded),
-                        payload={
-                            "doc_id": doc.doc_id,
-                            "version": doc.version,
-                            "tenant": doc.tenant,
-                            "acl": acl or [EVERYONE],
-                            "valid_until": doc.valid_until.timestamp() if doc.valid_until else None,
-                            "page_number": page.page_number,
-                            "label": page.label,
-                            "width": page.width,
-                            "height": page.height,
-                            "grid": list(embedded.grid),
-                            # Image patches are one contiguous run of rows in ColQwen2's prompt.
-                            "image_rows": [int(image_rows[0]), len(image_rows)],
-                            "image_ref": page.image_ref,
-                            "title": doc.title,
-                            "source_uri": doc.source_uri,
-                        },
-                    )
-                )
-        return points
+            embedded_pages = self.page_embedder.embed_pages(images)
+            for (index, page), embedded in zip(batch, embedded_pages, strict=True):
+                parsed, acl = documents[index]
+                found[index].append(self._point(parsed, acl, page, embedded))
+        return found
 
-    def _page_vectors(self, embedded: PageEmbedding) -> dict[str, list[list[float]]]:
-        """The full rows (exact MaxSim) and their 20 block means (stages 0 and 1)."""
-        return {
-            PAGE_VECTOR: embedded.vectors.tolist(),
-            PAGE_POOLED_VECTOR: first_stage_rows(
-                embedded.vectors, embedded.image_mask, embedded.grid
-            ).tolist(),
-        }
+    @staticmethod
+    def _point(
+        parsed: ParsedDocument, acl: list[str], page: Page, embedded: PageEmbedding
+    ) -> IndexPoint:
+        doc = parsed.document
+        image_rows = np.flatnonzero(embedded.image_mask)
+        return IndexPoint(
+            id=point_id(doc.tenant, f"{doc.doc_id}/{doc.version}/page/{page.page_number}"),
+            multivector=page_vectors(embedded),
+            payload={
+                "doc_id": doc.doc_id,
+                "version": doc.version,
+                "tenant": doc.tenant,
+                "acl": acl or [EVERYONE],
+                "valid_until": doc.valid_until.timestamp() if doc.valid_until else None,
+                "page_number": page.page_number,
+                "label": page.label,
+                "width": page.width,
+                "height": page.height,
+                "grid": list(embedded.grid),
+                # Image patches are one contiguous run of rows in ColQwen2's prompt.
+                "image_rows": [int(image_rows[0]), len(image_rows)],
+                "image_ref": page.image_ref,
+                "title": doc.title,
+                "source_uri": doc.source_uri,
+            },
+        )
 
-    def _stores(self) -> list[VectorStore]:
+
+def page_vectors(embedded: PageEmbedding) -> dict[str, list[list[float]]]:
+    """The full rows (exact MaxSim) and their 20 block means (stages 0 and 1)."""
+    return {
+        PAGE_VECTOR: embedded.vectors.tolist(),
+        PAGE_POOLED_VECTOR: first_stage_rows(
+            embedded.vectors, embedded.image_mask, embedded.grid
+        ).tolist(),
+    }
+
+
+class DocumentWriter:
+    """The write stage: points into the index, then the document into the catalog (the
+    catalog is what says a document is done, so it is written last).
+
+    :meth:`write` takes several documents so that a bulk run upserts in large batches; each
+    document is then finished on its own: older versions' points deleted (only now, so a reader
+    never sees a document vanish mid-update), catalog rows written, an audit entry for a
+    replaced version.
+    """
+
+    def __init__(
+        self,
+        store: VectorStore,
+        catalog: CatalogRepository,
+        images: PageImageStore,
+        page_store: VectorStore | None = None,
+    ) -> None:
+        self.store = store
+        self.catalog = catalog
+        self.images = images
+        self.page_store = page_store
+
+    def stores(self) -> list[VectorStore]:
         return [self.store] + ([self.page_store] if self.page_store is not None else [])
 
-    def _write(
-        self,
-        parsed: ParsedDocument,
-        structure: DocumentStructure,
-        points: list[IndexPoint],
-        page_points: list[IndexPoint],
-        actor: str | None = None,
-        via: str = "",
-    ) -> None:
-        doc = parsed.document
+    def already_indexed(self, job: IngestJob, version: str) -> bool:
+        """This version, with this job's ACL and validity, is in the catalog and in every index
+        (a page index added later counts: enabling visual search re-ingests what it has not
+        seen; a changed ACL re-writes the payloads that carry it)."""
+        doc = self.catalog.document(job.tenant, job.doc_id)
+        if doc is None or not is_current(doc, version, job.acl, job.valid_until):
+            return False
+        return all(
+            store.document_versions(job.tenant).get(job.doc_id) == version
+            for store in self.stores()
+        )
+
+    def write(self, documents: Sequence[PreparedDocument], actor: str | None = None) -> None:
+        """Write ``documents`` (point ids are deterministic: writing one twice changes nothing)."""
+        pairs = [(self.store, [p for d in documents for p in d.points])]
+        if self.page_store is not None:
+            pairs.append((self.page_store, [p for d in documents for p in d.page_points]))
+        for store, points in pairs:
+            if points:
+                store.upsert(points)
+        for document in documents:
+            self._finish(document, actor)
+
+    def _finish(self, prepared: PreparedDocument, actor: str | None) -> None:
+        doc = prepared.parsed.document
         previous = self.catalog.document(doc.tenant, doc.doc_id)
-        for store, batch in ((self.store, points), (self.page_store, page_points)):
+        kept = ((self.store, prepared.points), (self.page_store, prepared.page_points))
+        for store, points in kept:
             if store is None:
                 continue
-            if batch:
-                store.upsert(batch)
-            # Only now do older versions go: a reader never sees the document vanish mid-update.
             store.delete_document(doc.tenant, doc.doc_id, keep_version=doc.version)
             if previous is not None and previous.version == doc.version:
                 # The same bytes parsed again under newer rules: points of the old parse that
                 # the new one did not overwrite (it made fewer chunks) go too.
-                store.delete_points(doc.tenant, doc.doc_id, keep={p.id for p in batch})
+                store.delete_points(doc.tenant, doc.doc_id, keep={p.id for p in points})
             store.flush()
-        for ref in self.catalog.put_document(doc, parsed.pages, structure):
+        for ref in self.catalog.put_document(doc, prepared.parsed.pages, prepared.structure):
             self.images.delete(ref)
         if previous is not None:
             self.catalog.audit(
@@ -583,6 +696,6 @@ class Ingestor:
                     new_version=doc.version,
                     source_uri=previous.source_uri,
                     acl=previous.acl,
-                    via=via,
+                    via=_via(actor),
                 )
             )

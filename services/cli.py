@@ -16,12 +16,13 @@ bad value); 3 partly failed (some files failed, the others are done).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import urlsplit
@@ -44,6 +45,7 @@ from core.types import IngestJob, JobState, JobStatus, ParsedDocument, RouteName
 
 if TYPE_CHECKING:
     from gateway.protocol import SearchResponse, Submitted
+    from ingestion.bulk import BulkProgress
     from ingestion.ingest import IngestProgress
     from services.app import AppArgs
 
@@ -501,6 +503,116 @@ def _file_bars(bar: Progress) -> IngestProgress:
         bar.update(current[job.job_id], completed=done, total=total)
 
     return report
+
+
+@app.command()
+def bulk(
+    source: Annotated[
+        str,
+        typer.Argument(help="a folder, a glob (quote it: 'scans/**/*.pdf') or a JSONL manifest"),
+    ],
+    tenant: Annotated[
+        str,
+        typer.Option(help="tenant of a folder's or glob's files (manifest records name theirs)"),
+    ] = "default",
+    acl: Acl = None,
+    report: Annotated[
+        Path | None, typer.Option("--report", help="write the run's report here (JSON)")
+    ] = None,
+    as_json: Json = False,
+) -> None:
+    """Ingest many files through a Ray Data pipeline (parse tasks, embedder actors, GPU page
+    embedder), writing the local index directly (or the Qdrant server: PAGESIGHT_QDRANT_URL).
+
+    Resumable: documents READY at the same version are skipped, so re-running a killed run
+    finishes it. A manifest line is {"uri", "tenant", "doc_id"?, "acl"?, "title"?,
+    "valid_until"?}. Progress on stderr: a bar on a terminal, JSON lines otherwise. Prints the
+    failed files and a summary (--json: the report {source, files, ready, failed, skipped,
+    unfinished, pages, wall_s, pages_per_s, failures, stages, aborted, jobs}). Refused while
+    `pagesight serve` owns the embedded index. Exit 1 when every file failed or the pipeline
+    stopped, 3 when some files failed."""
+    from services.bulk_job import run_bulk
+    from services.stack import cli_actor
+
+    settings = Settings()
+    # Ray prints worker deaths and retries on stdout: during the run, stdout is stderr, so that
+    # stdout keeps only the result.
+    with (
+        contextlib.redirect_stdout(sys.stderr),
+        _bulk_progress(settings.bulk.progress_interval_s) as on_progress,
+    ):
+        result = run_bulk(
+            settings,
+            source,
+            tenant=tenant,
+            acl=list(acl or []),
+            actor=cli_actor(),
+            on_progress=on_progress,
+        )
+    if report is not None:
+        from ingestion.bulk import write_report
+
+        write_report(result, report)
+    summary = result.as_dict()
+    if as_json:
+        _emit_json(summary)
+    else:
+        _print_jobs([j.status() for j in result.failed])
+        out.print(
+            f"{summary['ready']} ready, {summary['failed']} failed, {summary['skipped']} "
+            f"unchanged, {summary['unfinished']} unfinished; {summary['pages']} pages in "
+            f"{summary['wall_s']:.1f} s ({summary['pages_per_s'] or 0:.2f} pages/s)",
+            markup=False,
+        )
+    if result.aborted:
+        raise PageSightError(
+            ErrorCode.INTERNAL,
+            Stage.PARSE,
+            f"the pipeline stopped ({result.aborted}); {summary['unfinished']} file(s) left "
+            "unfinished: run the same command again to resume",
+        )
+    _exit_for(summary["failed"], summary["files"] - summary["skipped"])
+
+
+@contextlib.contextmanager
+def _bulk_progress(interval_s: float) -> Iterator[Callable[[BulkProgress], None]]:
+    """A bar (files, pages, pages/s) on a terminal; else a JSON line on stderr at most every
+    ``interval_s`` seconds, and always the last one."""
+    if err.is_terminal:
+        with Progress(
+            TextColumn("bulk"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("files  {task.fields[pages]} pages  {task.fields[rate]:.2f} pages/s"),
+            TextColumn("{task.fields[failed]} failed"),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+        ) as bar:
+            task = bar.add_task("bulk", total=None, pages=0, rate=0.0, failed=0)
+
+            def draw(p: BulkProgress) -> None:
+                bar.update(
+                    task,
+                    completed=p.files_done,
+                    total=p.files_total,
+                    pages=p.pages_done,
+                    rate=p.pages_per_s,
+                    failed=p.failed,
+                )
+
+            yield draw
+        return
+    shown = [0.0]
+
+    def line(p: BulkProgress) -> None:
+        now = time.monotonic()
+        if now - shown[0] >= interval_s or p.files_done == p.files_total:
+            shown[0] = now
+            sys.stderr.write(json.dumps(p.as_dict()) + "\n")
+            sys.stderr.flush()
+
+    yield line
 
 
 @app.command()
