@@ -46,7 +46,7 @@ VISUAL_WORDS = re.compile(
     r"\b(?:charts?|graphs?|plots?|figures?|fig\.|diagrams?|pictures?|photos?|photographs?|"
     r"images?|illustrations?|infographics?|scan(?:s|ned)?|layouts?|maps?|logos?|icons?|"
     r"colou?rs?|screenshots?|drawings?|bars?\s+(?:chart|graph)|pie)\b"
-    r"|図|グラフ|チャート|写真|画像|イラスト|スキャン|レイアウト|地図|ロゴ|色",
+    r"|(?<!意)図|グラフ|チャート|写真|画像|イラスト|スキャン|レイアウト|ロゴ|何色",
     re.IGNORECASE,
 )
 

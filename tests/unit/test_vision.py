@@ -123,6 +123,8 @@ def decoded(part: dict[str, Any]) -> Image.Image:
         ("Which colour is the logo?", True),
         ("In the scanned form, who signed?", True),
         ("売上高のグラフはどうなっていますか", True),
+        ("図3の地図に示された工場はどこですか", True),
+        ("この施策の意図と特色は何ですか", False),
         ("What was total revenue in 2023?", False),
         ("How many employees did the company have?", False),
     ],
