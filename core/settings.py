@@ -310,6 +310,14 @@ class IndexOptions(BaseModel):
     )
     qdrant_timeout_s: int = Field(default=30, ge=1)
     qdrant_prefer_grpc: bool = False
+    alias_check_s: float = Field(
+        default=1.0,
+        ge=0,
+        description=(
+            "a running searcher re-reads the live version's alias at most this often and "
+            "switches to a newly promoted (or rolled back) version; 0 = on every call"
+        ),
+    )
 
 
 class EmbedderOptions(BaseModel):
@@ -760,6 +768,30 @@ class BulkOptions(BaseModel):
     )
 
 
+class ReindexOptions(BaseModel):
+    """``pagesight reindex``: rebuild every catalogued document into a new index version (new
+    model, dims, parser or chunker), verify it, then switch the alias (``services.reindex_job``).
+    Per-file limits are ``limits``'s and the Ray pipeline's sizes ``bulk``'s."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    runner: Literal["ray", "local"] = Field(
+        default="ray",
+        description=(
+            "ray: the bulk pipeline on Ray Data (parse tasks, embedder actors); local: the same "
+            "stages one document at a time in this process (no Ray start-up: small corpora, "
+            "and a server re-indexing its own data)"
+        ),
+    )
+    allow_missing: bool = Field(
+        default=False,
+        description=(
+            "promote even when some documents' source files are gone or changed (they are left "
+            "out of the new version and out of the catalog; the report names them)"
+        ),
+    )
+
+
 #: What an API key may do: ``read`` (search, answer, list, fetch) and ``write`` (upload, replace,
 #: delete).
 KeyScope = Literal["read", "write"]
@@ -861,6 +893,9 @@ class Settings(BaseSettings):
     serve: ServeOptions = Field(default_factory=ServeOptions)
     bulk: BulkOptions = Field(
         default_factory=BulkOptions, description="`pagesight bulk` (Ray Data)"
+    )
+    reindex: ReindexOptions = Field(
+        default_factory=ReindexOptions, description="`pagesight reindex` (zero-downtime rebuild)"
     )
 
     @property

@@ -12,7 +12,8 @@ switches the alias in one atomic step; the previous version stays for
   with ``os.replace`` (atomic rename), because qdrant_edge has no collections or aliases.
 
 Stores are bound to the version they opened (the symlink or alias is resolved once), so a
-promotion takes effect for stores opened after it; a long-running server re-opens to switch.
+promotion takes effect for stores opened after it; a long-running process holds an
+:class:`index.live.LiveStore` instead, which follows the alias without a restart.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ if TYPE_CHECKING:
     from qdrant_client import QdrantClient
 
 VERSION_SEPARATOR = "__"
-_VERSION_FORMAT = "%Y%m%d%H%M%S%f"
+#: how a version id writes its UTC creation time
+VERSION_FORMAT = "%Y%m%d%H%M%S%f"
 _VERSION_ID = re.compile(r"^\d{20}$")
 _INDEX_NAME = re.compile(r"^[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*$")
 
@@ -69,9 +71,9 @@ def new_version_id(existing: Iterable[str], now: datetime | None = None) -> str:
     moment = (now or datetime.now(UTC)).astimezone(UTC).replace(tzinfo=None)
     latest = max(existing, default=None)
     if latest is not None:
-        after_latest = datetime.strptime(latest, _VERSION_FORMAT) + timedelta(microseconds=1)
+        after_latest = datetime.strptime(latest, VERSION_FORMAT) + timedelta(microseconds=1)
         moment = max(moment, after_latest)
-    return moment.strftime(_VERSION_FORMAT)
+    return moment.strftime(VERSION_FORMAT)
 
 
 class CollectionManager(ABC):

@@ -581,11 +581,7 @@ class BulkWriter:
                 doc.job, JobState.INDEXING, **job_counts(doc.parsed, doc.chunks)
             )
             self._pending.append((job, doc))
-            waited = time.perf_counter() - self._last_write
-            if (
-                len(self._pending) >= self.options.write_batch_docs
-                or waited >= self.options.write_max_wait_s
-            ):
+            if batch_due(len(self._pending), self._last_write, self.options):
                 self.flush()
         self.flush()
 
@@ -642,6 +638,13 @@ class BulkWriter:
         self.progress.last = job
         if self.on_progress is not None:
             self.on_progress(self.progress)
+
+
+def batch_due(pending: int, last_write: float, options: BulkOptions) -> bool:
+    """Write now: a full batch is pending, or the first of a partial one waited too long
+    (``last_write`` is a ``time.perf_counter()`` reading)."""
+    waited = time.perf_counter() - last_write
+    return pending >= options.write_batch_docs or waited >= options.write_max_wait_s
 
 
 def _embed_stage(doc: InFlight) -> str:

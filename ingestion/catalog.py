@@ -283,6 +283,14 @@ class Catalog:
         rows = self._rows("SELECT body FROM documents WHERE tenant = ? ORDER BY doc_id", (tenant,))
         return [Document.model_validate_json(r[0]) for r in rows]
 
+    def tenants(self) -> list[str]:
+        rows = self._rows("SELECT DISTINCT tenant FROM documents ORDER BY tenant", ())
+        return [r[0] for r in rows]
+
+    def audit_tenants(self) -> list[str]:
+        rows = self._rows("SELECT DISTINCT tenant FROM audit ORDER BY tenant", ())
+        return [r[0] for r in rows]
+
     def structure(self, document: Document) -> DocumentStructure:
         """``document``'s structure as ingestion captured it: page labels, sections, numbered
         figures and tables. A document indexed before structure was captured has its pages

@@ -23,6 +23,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import urlsplit
@@ -613,6 +614,88 @@ def _bulk_progress(interval_s: float) -> Iterator[Callable[[BulkProgress], None]
             sys.stderr.flush()
 
     yield line
+
+
+@app.command()
+def reindex(
+    allow_missing: Annotated[
+        bool,
+        typer.Option(
+            "--allow-missing",
+            help="promote even if some documents' source files are gone or changed (they are "
+            "left out of the new version and the catalog; the report names them)",
+        ),
+    ] = False,
+    as_json: Json = False,
+) -> None:
+    """Rebuild every catalogued document (all tenants) into a new index version with the
+    current settings (model, dims, parser, chunker), verify it (points per document, dims),
+    then switch the alias atomically; the previous version is kept for `pagesight rollback`.
+    Searches keep working throughout: running searchers switch within
+    PAGESIGHT_INDEX__ALIAS_CHECK_S. Prints a report (--json: {documents, rebuilt, pages,
+    points, indexes, verified, mismatches, failures, missing, left_out, promoted, refused,
+    dropped, wall_s}). Exit 1 when refused (missing sources, failed verification): the live
+    version is then unchanged."""
+    from services.reindex_job import run_reindex
+
+    settings = Settings()
+    # Ray prints worker deaths and retries on stdout: during the run, stdout is stderr.
+    with contextlib.redirect_stdout(sys.stderr):
+        result = run_reindex(settings, allow_missing=allow_missing or None)
+    summary = result.as_dict()
+    if as_json:
+        _emit_json(summary)
+    else:
+        for missing in result.missing:
+            where = "left out" if result.left_out else "missing"
+            out.print(
+                f"{where}: {missing.doc_id} ({missing.reason}) {missing.source_uri}", markup=False
+            )
+        for mismatch in result.mismatches:
+            out.print(f"mismatch: {mismatch.doc_id or '-'}: {mismatch.problem}", markup=False)
+        for index, versions in result.indexes.items():
+            out.print(
+                f"{index}: {versions.name} {versions.previous or '-'} -> {versions.new or '-'} "
+                f"({versions.points} points, dims {versions.dims})",
+                markup=False,
+            )
+        out.print(
+            f"{summary['rebuilt']} of {summary['documents']} documents rebuilt, "
+            f"{summary['pages']} pages in {summary['wall_s']:.1f} s; "
+            + ("promoted" if result.promoted else "not promoted"),
+            markup=False,
+        )
+    if result.refused is not None:
+        raise result.refused
+
+
+class IndexChoice(StrEnum):
+    """Which index ``pagesight rollback`` switches back (an unknown value: usage error)."""
+
+    ALL = "all"
+    TEXT = "text"
+    PAGES = "pages"
+
+
+@app.command()
+def rollback(
+    index: Annotated[
+        IndexChoice,
+        typer.Option("--index", help="which index to switch back (all: text and pages)"),
+    ] = IndexChoice.ALL,
+    as_json: Json = False,
+) -> None:
+    """Switch the index alias back to the previous version (kept by `pagesight reindex`) and
+    restore the catalog rows that were live with it. Running searchers switch as after a
+    re-index. --json prints {index: {alias, from, to, catalog_documents}}."""
+    from services.reindex_job import rollback as roll_back
+
+    result = roll_back(Settings(), index.value)
+    if as_json:
+        _emit_json(result)
+        return
+    for name, moved in result.items():
+        out.print(f"{name}: {moved['alias']} {moved['from']} -> {moved['to']}", markup=False)
 
 
 @app.command()

@@ -75,12 +75,14 @@ class LocalStack:
         ingest_embedder: TextEmbedder | None = None,
         page_embedder: PageEmbedder | None = None,
     ) -> None:
-        from index.factory import open_store
+        from index.live import open_live_store
 
         self.settings = settings
         self.embedder = SentenceTransformerEmbedder(settings.embedder)
         self.sparse = Bm25Encoder(settings.sparse)
-        self.store: VectorStore = open_store(
+        # Live stores follow the alias: a re-index or rollback promoted meanwhile is switched
+        # to without a restart (index.live).
+        self.store: VectorStore = open_live_store(
             settings, CHUNK_COLLECTION, chunk_schema(self.embedder, self.sparse)
         )
         if ingest_embedder is not None and ingest_embedder.model_id != self.embedder.model_id:
@@ -95,7 +97,7 @@ class LocalStack:
                 from models.colqwen import ColQwen2Embedder
 
                 self.page_embedder = ColQwen2Embedder(settings.visual)
-            self.page_store = open_store(
+            self.page_store = open_live_store(
                 settings,
                 PAGE_COLLECTION,
                 IndexSchema.for_pages(

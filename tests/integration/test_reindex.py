@@ -1,0 +1,349 @@
+"""``pagesight reindex`` and ``rollback``: a re-index while a search loop runs (no failed
+search, the searcher switches versions), the catalog following the live version through
+promote and rollback, refusals that leave the live version untouched, and the CLI's paths."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pymupdf
+import pytest
+from typer.testing import CliRunner
+
+from core.settings import (
+    ChunkOptions,
+    IndexOptions,
+    ReindexOptions,
+    Settings,
+    VisualEmbedderOptions,
+)
+from core.types import AccessFilter, JobState
+from gateway.auth import Caller
+from gateway.protocol import SearchRequest
+from index.factory import alias_name, collection_manager
+from index.live import require_live
+from index.vectors import CHUNK_COLLECTION, DENSE_VECTOR
+from ingestion import samples
+from ingestion.catalog import Catalog
+from services import reindex_job
+from services.cli import app
+from services.index_service import IndexService
+from services.reindex_job import rollback, run_reindex
+from services.stack import LocalStack
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+ADMIN = Caller(key_id="test", tenant="default", principals=None)
+QUERY = "pump station inspection"
+ADMIN_ACCESS = AccessFilter(tenant="default")
+
+
+def _settings(data_dir: Path, **update: object) -> Settings:
+    settings = Settings(
+        data_dir=data_dir,
+        visual=VisualEmbedderOptions(enabled=False),
+        index=IndexOptions(alias_check_s=0),
+        reindex=ReindexOptions(runner="local"),
+    )
+    return settings.model_copy(update=update)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Four small PDFs ingested into a data directory: (docs folder, data dir)."""
+    root = tmp_path_factory.mktemp("reindex")
+    docs = root / "docs"
+    docs.mkdir()
+    samples.text_pdf(docs / "report.pdf")
+    samples.table_pdf(docs / "table.pdf")
+    samples.chart_pdf(docs / "chart.pdf")
+    with pymupdf.open() as pdf:
+        page = pdf.new_page()
+        page.insert_text((72, 72), "Memo: the pump station inspection is due in week 3.")
+        pdf.save(docs / "memo.pdf")
+    data_dir = root / "var"
+    with LocalStack(_settings(data_dir)) as stack:
+        jobs = stack.ingestor.ingest([stack.request(p) for p in sorted(docs.iterdir())])
+    assert [j.state for j in jobs] == [JobState.READY] * 4, [j.error_message for j in jobs]
+    return docs, data_dir
+
+
+@pytest.fixture()
+def data_dir(corpus: tuple[Path, Path], tmp_path: Path) -> Path:
+    """A private copy of the ingested data directory (the version alias is a relative
+    symlink: the copy is an index of its own)."""
+    copy = tmp_path / "var"
+    shutil.copytree(corpus[1], copy, symlinks=True)
+    return copy
+
+
+def _live(settings: Settings) -> str | None:
+    with collection_manager(settings) as manager:
+        return manager.live_version(alias_name(settings, CHUNK_COLLECTION))
+
+
+def _versions(settings: Settings) -> list[str]:
+    with collection_manager(settings) as manager:
+        return manager.versions(alias_name(settings, CHUNK_COLLECTION))
+
+
+@dataclass
+class SearchLoop:
+    """Searches through an :class:`IndexService` in a thread until stopped, recording every
+    failure and which version answered."""
+
+    service: IndexService
+    errors: list[str] = field(default_factory=list)
+    empty: int = 0
+    versions: list[str | None] = field(default_factory=list)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        stack = self.service._ready()
+        store = require_live(stack.store)
+        while not self.stop.is_set():
+            try:
+                response = self.service.search(
+                    ADMIN, SearchRequest(query=QUERY, top_k=5), uuid.uuid4().hex
+                )
+                if not response.hits:
+                    self.empty += 1
+                self.versions.append(store.version)
+            except Exception as exc:  # what the test is about: none may happen
+                self.errors.append(f"{type(exc).__name__}: {exc}")
+
+    def searches_on(self, version: str | None) -> int:
+        return sum(v == version for v in self.versions)
+
+
+@contextlib.contextmanager
+def searching(settings: Settings) -> Iterator[SearchLoop]:
+    """A warm index service with a search loop running in a thread."""
+    service = IndexService(settings)
+    service.warm_up(worker=False)
+    loop = SearchLoop(service)
+    thread = threading.Thread(target=loop.run, name="search-loop", daemon=True)
+    thread.start()
+    try:
+        yield loop
+    finally:
+        loop.stop.set()
+        thread.join(timeout=120)
+        service.close()
+
+
+def _wait_for(loop: SearchLoop, version: str | None, searches: int = 3) -> None:
+    """Until the loop has answered ``searches`` times from ``version``."""
+    deadline = 300.0
+    waited = threading.Event()
+    while loop.searches_on(version) < searches and deadline > 0 and not loop.errors:
+        waited.wait(0.05)
+        deadline -= 0.05
+    assert loop.searches_on(version) >= searches, (version, loop.versions[-5:], loop.errors)
+
+
+def test_reindex_while_searching_then_rollback(corpus: tuple[Path, Path], data_dir: Path) -> None:
+    settings = _settings(data_dir)
+    before = _live(settings)
+    catalog = Catalog(data_dir / "catalog.sqlite3")
+    rows_before = {d.doc_id: d for d in catalog.documents("default")}
+    catalog.close()
+    # a chunker change (table rows as units of their own): chunk ids and counts change, the
+    # schema (model, dims) does not
+    rebuilt_with = _settings(data_dir, chunk=ChunkOptions(table_rows=True))
+    with LocalStack(settings) as stack:
+        points_before = stack.store.count()
+    with searching(settings) as loop:
+        _wait_for(loop, before)
+        searches = len(loop.versions)
+        report = run_reindex(rebuilt_with)
+        assert len(loop.versions) > searches  # the loop kept searching during the build
+        assert report.promoted, report.as_dict()
+        after = report.indexes["text"].new
+        assert after is not None and after != before
+        assert _live(settings) == after
+        _wait_for(loop, after)
+        assert loop.errors == []
+
+        back = rollback(settings, "text")
+        assert back["text"]["from"] == after and back["text"]["to"] == before
+        assert back["text"]["catalog_documents"] == 4
+        _wait_for(loop, before, searches=loop.searches_on(before) + 3)
+    assert loop.errors == [], loop.errors[:3]
+    assert loop.empty == 0
+    summary = report.as_dict()
+    assert summary["verified"] and summary["documents"] == summary["rebuilt"] == 4
+    assert summary["mismatches"] == [] and summary["missing"] == []
+    assert summary["points"]["text"] > points_before  # the row units
+    assert summary["indexes"]["text"]["dims"] == {DENSE_VECTOR: 384}
+    # both versions are kept: the previous one for rollback, the newer one untouched by it
+    assert _versions(settings) == [before, after]
+    catalog = Catalog(data_dir / "catalog.sqlite3")
+    assert {d.doc_id: d for d in catalog.documents("default")} == rows_before
+    catalog.close()
+    # the rolled-back version still answers, with each document's original points
+    with LocalStack(settings) as stack:
+        assert require_live(stack.store).version == before
+        hits = stack.search(QUERY, ADMIN_ACCESS).hits
+        assert hits
+
+
+def test_missing_source_refuses_and_allow_missing_leaves_it_out(
+    corpus: tuple[Path, Path], data_dir: Path
+) -> None:
+    docs, _ = corpus
+    settings = _settings(data_dir)
+    before, versions = _live(settings), _versions(settings)
+    gone = docs / "chart.pdf"
+    hidden = gone.with_name(".chart.pdf.hidden")
+    gone.rename(hidden)
+    try:
+        report = run_reindex(settings)
+        assert not report.promoted and report.refused is not None
+        assert report.refused.code.value == "NOT_FOUND"
+        assert [m.reason for m in report.missing] == ["gone"]
+        assert (_live(settings), _versions(settings)) == (before, versions)
+
+        report = run_reindex(settings, allow_missing=True)
+        assert report.promoted, report.as_dict()
+        assert [m.source_uri for m in report.left_out] == [gone.as_uri()]
+        assert report.rebuilt == 3
+        catalog = Catalog(data_dir / "catalog.sqlite3")
+        assert len(catalog.documents("default")) == 3
+        catalog.close()
+        rollback(settings)
+        catalog = Catalog(data_dir / "catalog.sqlite3")
+        assert len(catalog.documents("default")) == 4  # the rows live with that version
+        catalog.close()
+        assert _live(settings) == before
+    finally:
+        hidden.rename(gone)
+
+
+def test_failed_verification_refuses_and_drops_the_new_version(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A document deleted from the catalog while the re-index runs (a concurrent delete):
+    the new version no longer matches the catalog, so it must not go live."""
+    settings = _settings(data_dir)
+    before, versions = _live(settings), _versions(settings)
+    real = reindex_job._local_documents
+
+    def deleting(*args: object, **kwargs: object) -> Iterator[object]:
+        catalog = Catalog(data_dir / "catalog.sqlite3")
+        victim = catalog.documents("default")[0]
+        catalog.delete_document("default", victim.doc_id)
+        catalog.close()
+        yield from real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(reindex_job, "_local_documents", deleting)
+    report = run_reindex(settings)
+    assert not report.promoted and report.refused is not None
+    assert report.refused.code.value == "INDEX_FAILED"
+    assert any("deleted from the catalog" in m.problem for m in report.mismatches)
+    assert (_live(settings), _versions(settings)) == (before, versions)
+
+
+def test_rollback_never_brings_back_a_deleted_document(data_dir: Path) -> None:
+    settings = _settings(data_dir)
+    before = _live(settings)
+    assert run_reindex(settings).promoted
+    with LocalStack(settings) as stack:
+        victim = stack.catalog.documents("default")[0].doc_id
+        assert stack.ingestor.delete("default", victim, actor="test", via="cli")
+    back = rollback(settings)
+    assert back["text"]["to"] == before and back["text"]["purged"] == [victim]
+    with LocalStack(settings) as stack:
+        assert require_live(stack.store).version == before
+        assert victim not in stack.store.document_versions("default")
+        assert stack.catalog.document("default", victim) is None
+        assert len(stack.catalog.documents("default")) == 3
+
+
+# -- the command line ------------------------------------------------------------------------
+
+RUNNER = CliRunner()
+
+
+def _cli(*args: str, data_dir: Path) -> tuple[int, str, str]:
+    env = {
+        "PAGESIGHT_DATA_DIR": str(data_dir),
+        "PAGESIGHT_VISUAL__ENABLED": "false",
+        "PAGESIGHT_REINDEX__RUNNER": "local",
+        "PAGESIGHT_SERVER_URL": None,
+        "PAGESIGHT_DEBUG": None,
+    }
+    result = RUNNER.invoke(app, list(args), env=env)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    assert "Traceback" not in result.output
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_cli_error_paths(tmp_path: Path) -> None:
+    code, _, stderr = _cli("rollback", "--index", "everything", data_dir=tmp_path)
+    assert code == 2 and "everything" in stderr
+    code, stdout, stderr = _cli("reindex", data_dir=tmp_path / "empty")
+    assert (code, stdout) == (1, "")
+    assert stderr.startswith("input/NOT_FOUND: nothing to reindex"), stderr
+    code, stdout, stderr = _cli("rollback", data_dir=tmp_path / "empty")
+    assert (code, stdout) == (1, "")
+    assert stderr.startswith("index/NOT_FOUND: no text index"), stderr
+
+
+def test_cli_reindex_json_and_rollback(data_dir: Path) -> None:
+    settings = _settings(data_dir)
+    before = _live(settings)
+    code, stdout, stderr = _cli("reindex", "--json", data_dir=data_dir)
+    assert code == 0, stderr
+    report = json.loads(stdout)
+    assert report["promoted"] and report["verified"] and report["rebuilt"] == 4
+    assert report["indexes"]["text"]["previous"] == before
+    assert _live(settings) == report["indexes"]["text"]["new"]
+    code, stdout, stderr = _cli("rollback", "--index", "text", "--json", data_dir=data_dir)
+    assert code == 0, stderr
+    assert json.loads(stdout)["text"]["to"] == before
+    assert _live(settings) == before
+
+
+def test_reindex_on_ray_as_a_separate_process(data_dir: Path) -> None:
+    """The default runner (the bulk pipeline on a local Ray) as a process of its own, while
+    this process holds the live version open and searches it: no lock is fought over, and the
+    searcher switches to the promoted version without a failed search."""
+    settings = _settings(data_dir)
+    before = _live(settings)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PAGESIGHT_")}
+    env |= {
+        "PAGESIGHT_DATA_DIR": str(data_dir),
+        "PAGESIGHT_VISUAL__ENABLED": "false",
+        "PAGESIGHT_BULK__OBJECT_STORE_MB": "128",
+    }
+    with searching(settings) as loop:
+        _wait_for(loop, before)
+        done = subprocess.run(
+            [sys.executable, "-m", "services.cli", "reindex", "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        report = json.loads(done.stdout)
+        after = report["indexes"]["text"]["new"]
+        _wait_for(loop, after)
+    assert loop.errors == [] and loop.empty == 0, loop.errors[:3]
+    assert report["promoted"] and report["verified"] and report["rebuilt"] == 4
+    assert _live(settings) == after != before
+    # the previous version is kept for rollback (it was open in this process until the switch)
+    assert _versions(settings) == [before, after]
