@@ -77,6 +77,7 @@ from index.traces import open_traces
 from ingestion.ingest import DocumentParseFn, IngestRequest, is_current
 from query.answer import AnsweredQuery, AnswerPipeline
 from services.engine import build_answer_pipeline
+from services.page_images import stored_page
 from services.stack import LocalStack
 
 log = logging.getLogger(__name__)
@@ -515,15 +516,12 @@ class IndexService:
         stack = self._ready()
         if self._visible_document(caller, doc_id) is None:
             return None
-        page = next(
-            (p for p in stack.catalog.pages(caller.tenant, doc_id) if p.page_number == page_number),
-            None,
+        found = stored_page(
+            stack.catalog, stack.ingestor.images, caller.tenant, doc_id, page_number
         )
-        if page is None or not page.image_ref:
+        if found is None:
             return None
-        path = stack.ingestor.images.path(page.image_ref)
-        if not path.is_file():
-            return None
+        page, path = found
         data = render_page_image(path, (page.width, page.height), boxes, image_format)
         return PageImage(data=data, media_type=media_type)
 

@@ -8,11 +8,13 @@ document.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PIL import Image
 
 from core.errors import PageSightError
 from core.protocols import CatalogRepository
-from core.types import AccessFilter
+from core.types import AccessFilter, Page
 from ingestion.render import PageImageStore
 
 
@@ -33,16 +35,29 @@ class StoredPageImages:
             return None
         if access.doc_ids is not None and doc_id not in access.doc_ids:
             return None
-        page = next(
-            (p for p in self.catalog.pages(access.tenant, doc_id) if p.page_number == page_number),
-            None,
-        )
-        if page is None or not page.image_ref:
-            return None
         try:
-            path = self.images.path(page.image_ref)
+            found = stored_page(self.catalog, self.images, access.tenant, doc_id, page_number)
+            if found is None:
+                return None
+            page, path = found
             with Image.open(path) as stored:
                 image = stored.convert("RGB")
-        except (OSError, PageSightError):  # gone from disk, unreadable, a bad reference
+        except (OSError, PageSightError):  # unreadable, a bad reference
             return None
         return image, (page.width, page.height)
+
+
+def stored_page(
+    catalog: CatalogRepository, images: PageImageStore, tenant: str, doc_id: str, page_number: int
+) -> tuple[Page, Path] | None:
+    """Page ``page_number`` of ``doc_id`` and the file of its rendered image; None when the
+    catalog has no such page, it has no image, or the file is gone. No access check: callers
+    have made theirs (the page-image route, :class:`StoredPageImages`)."""
+    page = next(
+        (p for p in catalog.pages(tenant, doc_id) if p.page_number == page_number),
+        None,
+    )
+    if page is None or not page.image_ref:
+        return None
+    path = images.path(page.image_ref)
+    return (page, path) if path.is_file() else None

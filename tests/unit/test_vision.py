@@ -19,7 +19,7 @@ from gateway.protocol import AnswerRequest
 from models.llm import LlmError
 from models.reranker import FusedScoreRanker
 from query.answer import AnswerPipeline
-from query.context import approx_tokens
+from query.context import approx_tokens, build_context
 from query.generation import build_messages, build_stream_messages
 from query.vision import (
     crop_box,
@@ -317,8 +317,6 @@ def test_streamed_answers_carry_the_images_too() -> None:
 def test_message_builders_without_images_are_plain_text() -> None:
     p = pipeline(ScriptedChat.in_order(), vision="off")
     assert p.vision == "off"
-    from query.context import build_context
-
     blocks = build_context([CHART], 3000, 512)
     for build in (build_messages, build_stream_messages):
         system, user = build("q", blocks, 3)
