@@ -134,6 +134,14 @@ class ParseOptions(BaseModel):
         description="enables Docling's standard PDF pipeline (layout weights on local disk)",
     )
     vlm: VlmOptions = Field(default_factory=VlmOptions)
+    plain_pages: bool = Field(
+        default=True,
+        description="read pages of plain running text (nothing drawn, no pictures, no aligned "
+        "columns, no mathematics) from their fonts instead of the layout model",
+    )
+    layout_threads: int = Field(
+        default=0, ge=0, le=256, description="layout model's ONNX threads; 0 = one per core"
+    )
 
 
 class ChunkOptions(BaseModel):

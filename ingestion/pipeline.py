@@ -13,6 +13,7 @@ VLM is an improvement on top of a path that works without it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 
     from ingestion.ocr.base import OcrEngine
     from ingestion.parse.vlm import VlmPageEngine
-    from ingestion.render import PageImageStore, RenderedPage, Renderer
+    from ingestion.render import BackgroundImageWriter, PageImageStore, RenderedPage, Renderer
 
 log = logging.getLogger(__name__)
 
@@ -132,14 +133,8 @@ class DocumentParser:
     def _parse_pdf(
         self, doc: pymupdf.Document, document: Document, progress: ProgressCallback | None
     ) -> ParsedDocument:
-        from ingestion.parse.pdf import (
-            LayoutPageParser,
-            margin_text,
-            needs_ocr,
-            page_margin_text,
-            page_text_stats,
-        )
-        from ingestion.render import PyMuPdfRenderer
+        from ingestion.parse.pdf import needs_ocr, page_text_stats
+        from ingestion.render import BackgroundImageWriter, PyMuPdfRenderer
 
         options = self.settings.parse
         total = doc.page_count
@@ -150,48 +145,18 @@ class DocumentParser:
             )
         stats = {n: page_text_stats(doc.load_page(n - 1)) for n in range(1, total + 1)}
         ocr_pages = {n for n, s in stats.items() if needs_ocr(s, options)}
-        layout_pages = [n for n in range(1, total + 1) if n not in ocr_pages]
 
         renderer = PyMuPdfRenderer(doc, self.settings.render.max_page_pixels)
-        pages: dict[int, Page] = {}
-        blocks: dict[int, list[RawBlock]] = {}
-        done = 0
-
-        def advance() -> None:
-            nonlocal done
-            done += 1
-            if progress:
-                progress(done, total)
-
-        layout = LayoutPageParser()
-        for start in range(0, len(layout_pages), _LAYOUT_BATCH):
-            batch = layout_pages[start : start + _LAYOUT_BATCH]
-            try:
-                blocks.update(layout.parse(doc, batch))
-            except Exception as exc:  # the layout model failing costs these pages' structure
-                log.warning("layout model failed on pages %s: %s", batch, exc)
-                for n in batch:
-                    warnings.append(
-                        ParseWarning(
-                            code=ErrorCode.CORRUPT, page_number=n, message=f"layout failed: {exc}"
-                        )
-                    )
-            for n in batch:
-                pages[n] = self._page(document, renderer, n, has_text_layer=True)
-                pages[n].margin_text = page_margin_text(doc.load_page(n - 1))
-                advance()
-        for n in sorted(ocr_pages):
-            page = self._page(document, renderer, n, has_text_layer=False)
-            page.parser = self.ocr_engine.name
-            try:
-                page.parser, blocks[n] = self._ocr_page(renderer, n)
-                page.margin_text = margin_text(
-                    ((b.text, b.bbox) for b in blocks[n] if b.bbox is not None), page.height
-                )
-            except PageSightError as exc:
-                warnings.append(ParseWarning(code=exc.code, page_number=n, message=exc.message))
-            pages[n] = page
-            advance()
+        writer = (
+            BackgroundImageWriter(self.image_store, _LAYOUT_BATCH) if self.image_store else None
+        )
+        with writer or contextlib.nullcontext():
+            pages, blocks = self._read_pages(
+                doc, document, renderer, writer, ocr_pages, warnings, progress
+            )
+            if writer is not None:
+                for n, page in pages.items():
+                    page.image_ref = writer.result(n)
 
         if self.vlm_engine is not None:
             self._vlm_pages(doc, renderer, ocr_pages, pages, blocks, warnings)
@@ -220,13 +185,94 @@ class DocumentParser:
             ],
         )
 
-    def _page(self, document: Document, renderer: Renderer, n: int, has_text_layer: bool) -> Page:
-        image_ref = None
+    def _read_pages(
+        self,
+        doc: pymupdf.Document,
+        document: Document,
+        renderer: Renderer,
+        writer: BackgroundImageWriter | None,
+        ocr_pages: set[int],
+        warnings: list[ParseWarning],
+        progress: ProgressCallback | None,
+    ) -> tuple[dict[int, Page], dict[int, list[RawBlock]]]:
+        """Page records and raw blocks of every page: text-layer pages in batches (plain ones
+        from their fonts, the others through the layout model, while their images are encoded
+        in the background), then image-only pages through OCR."""
+        from ingestion.parse.pdf import LayoutPageParser, margin_text, page_margin_text, page_text
+        from ingestion.parse.plain import PARSER_NAME as PLAIN_PARSER
+        from ingestion.parse.plain import plain_blocks, plain_page
+
+        options = self.settings.parse
+        total = doc.page_count
+        layout_pages = [n for n in range(1, total + 1) if n not in ocr_pages]
+        pages: dict[int, Page] = {}
+        blocks: dict[int, list[RawBlock]] = {}
+        done = 0
+
+        def advance() -> None:
+            nonlocal done
+            done += 1
+            if progress:
+                progress(done, total)
+
+        layout = LayoutPageParser(threads=options.layout_threads)
+        for start in range(0, len(layout_pages), _LAYOUT_BATCH):
+            batch = layout_pages[start : start + _LAYOUT_BATCH]
+            for n in batch:
+                pages[n] = self._page(document, renderer, n, True, writer)
+            texts = {n: page_text(doc.load_page(n - 1)) for n in batch}
+            plain = {
+                n
+                for n in batch
+                if options.plain_pages and plain_page(doc.load_page(n - 1), texts[n]).plain
+            }
+            for n in plain:
+                blocks[n] = plain_blocks(doc.load_page(n - 1), texts[n])
+                pages[n].parser = PLAIN_PARSER
+            model_pages = [n for n in batch if n not in plain]
+            try:
+                if model_pages:
+                    blocks.update(layout.parse(doc, model_pages))
+            except Exception as exc:  # the layout model failing costs these pages' structure
+                log.warning("layout model failed on pages %s: %s", model_pages, exc)
+                for n in model_pages:
+                    warnings.append(
+                        ParseWarning(
+                            code=ErrorCode.CORRUPT, page_number=n, message=f"layout failed: {exc}"
+                        )
+                    )
+            for n in batch:
+                pages[n].margin_text = page_margin_text(doc.load_page(n - 1), texts[n])
+                advance()
+        for n in sorted(ocr_pages):
+            page = self._page(document, renderer, n, False, writer)
+            page.parser = self.ocr_engine.name
+            try:
+                page.parser, blocks[n] = self._ocr_page(renderer, n)
+                page.margin_text = margin_text(
+                    ((b.text, b.bbox) for b in blocks[n] if b.bbox is not None), page.height
+                )
+            except PageSightError as exc:
+                warnings.append(ParseWarning(code=exc.code, page_number=n, message=exc.message))
+            pages[n] = page
+            advance()
+        return pages, blocks
+
+    def _page(
+        self,
+        document: Document,
+        renderer: Renderer,
+        n: int,
+        has_text_layer: bool,
+        writer: BackgroundImageWriter | None,
+    ) -> Page:
+        """The page record; its image is rendered here and stored by ``writer`` (its
+        ``image_ref`` is filled in once the writer is done)."""
         image_size = None
         page_warnings: list[str] = []
-        if self.image_store is not None:
+        if writer is not None:
             rendered = renderer.render(n, self.settings.render.dpi)
-            image_ref = self.image_store.put(document.tenant, rendered.image)
+            writer.submit(n, document.tenant, rendered.image)
             image_size = rendered.image.size
             width, height = rendered.width_pt, rendered.height_pt
             if rendered.dpi < self.settings.render.dpi - 1:
@@ -238,7 +284,6 @@ class DocumentParser:
             page_number=n,
             width=width,
             height=height,
-            image_ref=image_ref,
             image_size=image_size,
             has_text_layer=has_text_layer,
             label=renderer.label(n),

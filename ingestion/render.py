@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import io
 import math
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -143,3 +144,43 @@ class PageImageStore:
 
     def delete(self, ref: str) -> None:
         self.path(ref).unlink(missing_ok=True)
+
+
+class BackgroundImageWriter:
+    """Stores page images on one background thread while the parse goes on.
+
+    Encoding a 144-dpi page as PNG takes ~45 ms, in zlib, which lets go of the GIL; the layout
+    model meanwhile spends much of its time in single-threaded Python. Handing the encode to a
+    thread overlaps the two. At most ``max_pending`` images wait, so memory stays bounded when
+    encoding is the slower side; a failed write surfaces from :meth:`result`.
+    """
+
+    def __init__(self, store: PageImageStore, max_pending: int = 4) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.store = store
+        self.max_pending = max_pending
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="page-images")
+        self._pending: dict[int, Future[str]] = {}
+        self._done: dict[int, str] = {}
+
+    def submit(self, key: int, tenant: str, image: Image.Image) -> None:
+        while len(self._pending) >= self.max_pending:
+            oldest = next(iter(self._pending))
+            self._done[oldest] = self._pending.pop(oldest).result()
+        self._pending[key] = self._pool.submit(self.store.put, tenant, image)
+
+    def result(self, key: int) -> str:
+        """The stored reference of image ``key``, waiting for it if need be."""
+        if key in self._pending:
+            self._done[key] = self._pending.pop(key).result()
+        return self._done[key]
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> BackgroundImageWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -26,6 +26,7 @@ from core.errors import ErrorCode, PageSightError, Stage
 from core.settings import ParseOptions
 from core.types import BBox, ElementKind
 from ingestion.parse.blocks import RawBlock
+from ingestion.parse.text import join_lines, line_text
 
 if TYPE_CHECKING:
     import pymupdf
@@ -196,14 +197,21 @@ def margin_text(lines: Iterable[tuple[str, BBox]], height: float) -> list[str]:
     return [text for _, text in top + bottom]
 
 
-def page_margin_text(page: pymupdf.Page) -> list[str]:
-    """:func:`margin_text` of a born-digital page's text layer (text only: extracting image
-    data too costs seconds on a scanned page)."""
+def page_text(page: pymupdf.Page) -> dict[str, Any]:
+    """The page's text layer as ``get_text("dict")``, text only (extracting image data too
+    costs seconds on a scanned page); read once per page and shared by the steps below."""
     import pymupdf
 
+    text: dict[str, Any] = page.get_text("dict", flags=pymupdf.TEXTFLAGS_TEXT)
+    return text
+
+
+def page_margin_text(page: pymupdf.Page, text: dict[str, Any] | None = None) -> list[str]:
+    """:func:`margin_text` of a born-digital page's text layer (``text``: its
+    :func:`page_text`, read here when not given)."""
     lines = (
-        (_line_text(line), BBox.of(line["bbox"]))
-        for block in page.get_text("dict", flags=pymupdf.TEXTFLAGS_TEXT)["blocks"]
+        (line_text(line), BBox.of(line["bbox"]))
+        for block in (text or page_text(page))["blocks"]
         if block.get("type") == 0
         for line in block.get("lines", [])
     )
@@ -212,42 +220,6 @@ def page_margin_text(page: pymupdf.Page) -> list[str]:
 
 # --------------------------------------------------------------------------------------------
 # Born-digital pages: the layout model.
-
-
-def _line_text(line: dict[str, Any]) -> str:
-    """Join a line's spans, putting back the spaces the extractor dropped.
-
-    The layout helper drops whitespace-only spans, and some producers place every word as its
-    own span; a space goes between two spans when a visible gap (> 0.15 em) separates them.
-    """
-    out = ""
-    prev_x1: float | None = None
-    for span in line.get("spans", []):
-        text = span.get("text", "")
-        if not text.strip():
-            continue
-        x0 = span.get("bbox", (0.0,))[0]
-        gap_needed = 0.15 * float(span.get("size") or 10.0)
-        if out and not out.endswith(" ") and prev_x1 is not None and x0 - prev_x1 > gap_needed:
-            out += " "
-        out += text
-        prev_x1 = span.get("bbox", (0.0, 0.0, x0))[2]
-    return " ".join(out.split())
-
-
-def _join_lines(lines: Iterable[str]) -> str:
-    """Join text lines into a paragraph, undoing end-of-line hyphenation."""
-    out = ""
-    for line in lines:
-        if not line:
-            continue
-        if out.endswith("-") and line[:1].islower():
-            out = out[:-1] + line
-        elif out:
-            out = f"{out} {line}"
-        else:
-            out = line
-    return out
 
 
 def _cell(text: Any) -> str:
@@ -285,6 +257,9 @@ class LayoutPageParser:
 
     name = "text-layer"
 
+    def __init__(self, threads: int = 0) -> None:
+        self.threads = threads
+
     def parse(self, doc: pymupdf.Document, page_numbers: list[int]) -> dict[int, list[RawBlock]]:
         """Blocks per 1-based page number, in reading order.
 
@@ -293,6 +268,9 @@ class LayoutPageParser:
         """
         from pymupdf4llm.helpers import document_layout
 
+        from ingestion.parse.layout_model import use_layout_model
+
+        use_layout_model(self.threads)
         with _quiet():
             parsed = document_layout.parse_document(
                 doc,
@@ -321,7 +299,7 @@ class LayoutPageParser:
         for raw in page.get_text("dict")["blocks"]:
             if raw.get("type") != 0:
                 continue
-            text = _join_lines(_line_text(line) for line in raw.get("lines", []))
+            text = join_lines(line_text(line) for line in raw.get("lines", []))
             if text:
                 plain.append(RawBlock(ElementKind.TEXT, text, BBox.of(raw["bbox"]), self.name))
         return plain
@@ -338,7 +316,7 @@ class LayoutPageParser:
                 return None
             return RawBlock(kind, text, bbox, self.name)
         lines = box.textlines or []
-        text = _join_lines(_line_text(line) for line in lines)
+        text = join_lines(line_text(line) for line in lines)
         font_size = _max_font_size(lines) if kind == ElementKind.TITLE else None
         return RawBlock(kind, text, bbox, self.name, font_size=font_size)
 
@@ -380,7 +358,7 @@ def ocr_blocks(result: OcrResult, page: RenderedPage, parser: str) -> list[RawBl
         bbox = BBox.of((x0 / page.scale, y0 / page.scale, x1 / page.scale, y1 / page.scale)).clip(
             page.width_pt, page.height_pt
         )
-        text = _join_lines(li.text.strip() for li in group)
+        text = join_lines(li.text.strip() for li in group)
         confidence = statistics.fmean(li.confidence for li in group)
         heading = (
             len(group) <= 2 and _is_heading(group[0], median_h) and not _SENTENCE_END.search(text)
