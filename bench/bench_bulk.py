@@ -188,19 +188,111 @@ def run_bulk_side(files: list[Path], data_dir: Path, manifest: Path) -> dict[str
     }
 
 
+def born_digital(eval_dir: Path, names: list[str]) -> list[str]:
+    """The files whose every page has a text layer (``text_layer: full`` in docs.jsonl)."""
+    full = set()
+    for line in (eval_dir / "docs.jsonl").read_text().splitlines():
+        if line.strip():
+            record = json.loads(line)
+            if record.get("text_layer") == "full":
+                full.add(record["doc"])
+    return [name for name in names if name in full]
+
+
+def raw_png_pass(files: list[Path], dpi: int) -> dict[str, Any]:
+    """PyMuPDF's floor for a page: render at the store's dpi, encode PNG, read the text."""
+    import pymupdf
+
+    pages = 0
+    started = time.perf_counter()
+    for path in files:
+        with pymupdf.open(path) as doc:
+            for page in doc:
+                page.get_pixmap(dpi=dpi, alpha=False).tobytes("png")
+                page.get_text("dict")
+                pages += 1
+    wall = time.perf_counter() - started
+    return {"pages": pages, "wall_s": round(wall, 2), "pages_per_s": round(pages / wall, 3)}
+
+
+def parse_pass(files: list[Path], root: Path, plain_pages: bool) -> dict[str, Any]:
+    """The parse stage in this process (page images stored), pages/s and how pages were read."""
+    from core.settings import Settings
+    from ingestion.pipeline import DocumentParser
+    from ingestion.render import PageImageStore
+
+    settings = Settings(data_dir=root)
+    settings.parse.plain_pages = plain_pages
+    parser = DocumentParser(settings, PageImageStore(root / "images", settings.render))
+    parser.parse(files[0])  # model load and first-call costs stay out of the timing
+    pages = 0
+    readers: dict[str, int] = defaultdict(int)
+    kinds: dict[str, int] = defaultdict(int)
+    started = time.perf_counter()
+    for path in files:
+        parsed = parser.parse(path)
+        pages += len(parsed.pages)
+        for page in parsed.pages:
+            readers[page.parser] += 1
+        for element in parsed.elements:
+            kinds[element.kind.value] += 1
+    wall = time.perf_counter() - started
+    return {
+        "pages": pages,
+        "wall_s": round(wall, 2),
+        "pages_per_s": round(pages / wall, 3),
+        "pages_by_parser": dict(readers),
+        "elements": dict(kinds),
+    }
+
+
+def parse_comparison(files: list[Path], root: Path) -> dict[str, Any]:
+    """Born-digital parse against the raw render + PNG + text floor, with and without the
+    plain-page path, all in this run."""
+    from core.settings import Settings
+
+    raw = raw_png_pass(files, Settings().render.dpi)
+    fast = parse_pass(files, root / "parse-plain", plain_pages=True)
+    model_only = parse_pass(files, root / "parse-model", plain_pages=False)
+    return {
+        "files": [p.name for p in files],
+        "parse_ratio_vs_raw_png": round(fast["pages_per_s"] / raw["pages_per_s"], 3),
+        "parse_ratio_vs_raw_png_model_only": round(
+            model_only["pages_per_s"] / raw["pages_per_s"], 3
+        ),
+        "raw_png": raw,
+        "parse": fast,
+        "parse_model_only": model_only,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--eval-dir", type=Path, default=DEFAULT_EVAL)
     parser.add_argument("--docs", nargs="+", default=list(DEFAULT_DOCS), help="files in pdfs/")
     parser.add_argument("--out", type=Path, help="also write the JSON here")
+    parser.add_argument(
+        "--parse-only", action="store_true", help="only the born-digital parse comparison"
+    )
     args = parser.parse_args()
 
     files = [args.eval_dir / "pdfs" / name for name in args.docs]
     missing = [str(p) for p in files if not p.is_file()]
     if missing:
         sys.exit(f"missing eval files: {', '.join(missing)}")
+    digital = [args.eval_dir / "pdfs" / n for n in born_digital(args.eval_dir, args.docs)]
     with tempfile.TemporaryDirectory(prefix="bench-bulk-") as tmp:
         root = Path(tmp)
+        parse = parse_comparison(digital, root) if digital else None
+        if args.parse_only:
+            _emit(
+                {
+                    "parse_ratio_vs_raw_png": parse and parse["parse_ratio_vs_raw_png"],
+                    "parse": parse,
+                },
+                args.out,
+            )
+            return
         ingest = run_ingest(files, root / "ingest")
         bulk = run_bulk_side(files, root / "bulk", root / "manifest.jsonl")
     result = {
@@ -210,14 +302,20 @@ def main() -> None:
         "ratio": round(bulk["pages_per_s"] / ingest["pages_per_s"], 3)
         if ingest["pages_per_s"]
         else None,
+        "parse_ratio_vs_raw_png": parse and parse["parse_ratio_vs_raw_png"],
         "bulk": bulk,
         "ingest": ingest,
+        "parse": parse,
     }
+    _emit(result, args.out)
+
+
+def _emit(result: dict[str, Any], out: Path | None) -> None:
     text = json.dumps(result, indent=1, default=str)
     print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text + "\n")
 
 
 if __name__ == "__main__":

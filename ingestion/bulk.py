@@ -334,7 +334,11 @@ class ParseStage:
     """Parse (in a child process with the file's time and memory limit) and chunk.
 
     A callable over a batch of rows, so that Ray Data can run it as a task; nothing heavy is
-    held between calls (each parse runs in its own child)."""
+    held between calls (each parse runs in its own child).
+
+    Several parse tasks share a machine, one per ``bulk.parse_cpus``: unless
+    ``parse.layout_threads`` says otherwise, each task's layout model keeps to that many
+    threads instead of one per core, so that tasks do not fight over the cores."""
 
     def __init__(
         self, settings: Settings, parse: Callable[..., ParsedDocument] | None = None
@@ -342,6 +346,11 @@ class ParseStage:
         from ingestion.chunk import Chunker
         from ingestion.isolation import parse_isolated
 
+        if not settings.parse.layout_threads:
+            threads = max(1, round(settings.bulk.parse_cpus))
+            settings = settings.model_copy(
+                update={"parse": settings.parse.model_copy(update={"layout_threads": threads})}
+            )
         self.settings = settings
         self.parse = parse or parse_isolated
         self.chunker = Chunker(settings.chunk)

@@ -239,3 +239,14 @@ def test_refused_while_another_process_owns_the_index(tmp_path: Path) -> None:
     assert run.returncode == 1
     assert run.stderr.startswith("index/CONFLICT: bulk writes the index itself"), run.stderr
     assert "pagesight serve" in run.stderr and "PAGESIGHT_QDRANT_URL" in run.stderr
+
+
+def test_each_parse_task_keeps_its_layout_model_to_its_own_cpus(tmp_path: Path) -> None:
+    from ingestion.bulk import ParseStage
+
+    settings = Settings(data_dir=tmp_path)
+    settings.bulk.parse_cpus = 2.0
+    assert ParseStage(settings).settings.parse.layout_threads == 2
+    assert settings.parse.layout_threads == 0  # the caller's settings are left alone
+    settings.parse.layout_threads = 3
+    assert ParseStage(settings).settings.parse.layout_threads == 3
