@@ -26,6 +26,8 @@ from typing import Any
 
 _lock = threading.Lock()
 _installed_threads: int | None = None
+#: The layout functions replaced so far, kept alive on purpose (see :func:`use_layout_model`).
+_replaced: list[Any] = []
 
 
 def fixed_input_shape(session: Any) -> bool:
@@ -91,5 +93,9 @@ def use_layout_model(threads: int = 0) -> None:
         def get_layout(*args: Any, **kwargs: Any) -> Any:
             return model.predict(*args, **kwargs)
 
+        # The model replaced here must never be freed: in a parse child forked from a process
+        # that imported pymupdf, its ONNX sessions' thread pools were started by the parent,
+        # and freeing them joins threads that do not exist in the child (a hang).
+        _replaced.append(pymupdf._get_layout)
         pymupdf._get_layout = get_layout
         _installed_threads = threads

@@ -75,3 +75,28 @@ def test_stage_errors_pass_through() -> None:
         _run(_raise_stage_error)
     assert err.value.code == ErrorCode.ENCRYPTED
     assert err.value.message == "needs a password"
+
+
+def _parse_then_collect(path: str, progress: Any) -> list[str]:
+    import gc
+    from pathlib import Path
+
+    from core.settings import Settings
+    from ingestion.pipeline import DocumentParser
+
+    parsed = DocumentParser(Settings()).parse(Path(path))
+    gc.collect()  # frees whatever the parse left unreferenced, cycles included
+    return [p.parser for p in parsed.pages]
+
+
+def test_born_digital_pages_parse_in_the_child(tmp_path: Any) -> None:
+    """The child is forked from a server that imported pymupdf, whose layout model's ONNX
+    thread pools belong to that server: replacing the model in the child once let it be
+    freed, and freeing it joins threads the child does not have (a hang, here a timeout)."""
+    from tests.unit.test_plain_pages import _report as report_pdf
+
+    path = report_pdf(tmp_path / "report.pdf")
+    assert _run(_parse_then_collect, (str(path),), timeout_s=60, memory_mb=4096) == [
+        "text-layer-rules",
+        "text-layer",
+    ]
