@@ -201,17 +201,9 @@ def born_digital(eval_dir: Path, names: list[str]) -> list[str]:
 
 def raw_png_pass(files: list[Path], dpi: int) -> dict[str, Any]:
     """PyMuPDF's floor for a page: render at the store's dpi, encode PNG, read the text."""
-    import pymupdf
+    from bench.bench_parse import raw_pass
 
-    pages = 0
-    started = time.perf_counter()
-    for path in files:
-        with pymupdf.open(path) as doc:
-            for page in doc:
-                page.get_pixmap(dpi=dpi, alpha=False).tobytes("png")
-                page.get_text("dict")
-                pages += 1
-    wall = time.perf_counter() - started
+    pages, wall = raw_pass(files, dpi, png=True)
     return {"pages": pages, "wall_s": round(wall, 2), "pages_per_s": round(pages / wall, 3)}
 
 
