@@ -9,7 +9,7 @@ export OMP_NUM_THREADS ?= 1
 export OMP_THREAD_LIMIT ?= 1
 
 .PHONY: setup system-deps demo serve test test-fast test-e2e lint typecheck format bench bench-ocr \
-	bench-parse bench-maxsim bench-embed bench-gateway eval-smoke eval-ja eval-full lock clean \
+	bench-parse bench-bulk bench-maxsim bench-embed bench-gateway eval-smoke eval-ja eval-full lock clean \
 	setup-vllm test-vllm eval-answers calibrate-abstain
 
 setup: system-deps $(STAMP)
@@ -100,6 +100,9 @@ bench-ocr: setup
 
 bench-parse: setup
 	$(BIN)/python bench/bench_parse.py --out var/bench/parse.json
+
+bench-bulk: setup
+	$(BIN)/python bench/bench_bulk.py --out var/bench/bulk.json
 
 # The exact numpy baseline gets every core (BLAS threads): the Makefile's OMP_NUM_THREADS=1
 # would make it single-threaded and flatter the speed-up.
