@@ -202,7 +202,16 @@ def page_text(page: pymupdf.Page) -> dict[str, Any]:
     costs seconds on a scanned page); read once per page and shared by the steps below."""
     import pymupdf
 
-    text: dict[str, Any] = page.get_text("dict", flags=pymupdf.TEXTFLAGS_TEXT)
+    # Read the way the layout path (pymupdf4llm) reads: ligatures expanded ("ﬁ" is "fi"),
+    # ActualText ignored, clipped to the page, styles collected (synthetic bold is in each
+    # span's char_flags); no image data.
+    flags = (
+        pymupdf.TEXT_MEDIABOX_CLIP
+        | pymupdf.TEXT_CID_FOR_UNKNOWN_UNICODE
+        | pymupdf.TEXT_IGNORE_ACTUALTEXT
+        | pymupdf.TEXT_COLLECT_STYLES
+    )
+    text: dict[str, Any] = page.get_text("dict", flags=flags)
     return text
 
 

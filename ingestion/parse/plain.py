@@ -43,6 +43,9 @@ _MAX_TABULAR_ROWS = 1
 _NARROW_CELL = 0.25
 #: Lines whose tops are this close (points) sit on one row.
 _ROW_TOLERANCE_PT = 2.0
+#: Lines not running left to right (vertical Japanese, rotated labels) beyond which the
+#: reading order is the model's to find.
+_MAX_TURNED_LINES = 2
 #: Fonts that set mathematics (TeX's Computer Modern math, STIX/Cambria math, Symbol).
 _MATH_FONT = re.compile(r"CMMI|CMSY|CMEX|MSBM|Math|STIX|Symbol|rsfs", re.IGNORECASE)
 _MAX_MATH_SHARE = 0.02
@@ -152,6 +155,14 @@ def plain_page(page: pymupdf.Page, text: dict[str, Any]) -> PlainCheck:
         rules += 1
         if rules > _MAX_RULES:
             return PlainCheck(False, "rules")
+    turned = sum(
+        1
+        for block in text.get("blocks", [])
+        for line in block.get("lines", [])
+        if abs(float(line.get("dir", (1.0, 0.0))[0]) - 1.0) > 0.01
+    )
+    if turned > _MAX_TURNED_LINES:
+        return PlainCheck(False, "turned text")
     if _tabular_rows(text, page.rect.width) > _MAX_TABULAR_ROWS:
         return PlainCheck(False, "aligned columns")
     math_chars = 0
@@ -171,8 +182,15 @@ def plain_page(page: pymupdf.Page, text: dict[str, Any]) -> PlainCheck:
 _BOLD_FONT = re.compile(r"bold|black|heavy|semibold|demi|medi", re.IGNORECASE)
 
 
+_SYNTHETIC_BOLD = 8  # FZ_STEXT_BOLD in a span's char_flags: a font drawn heavier
+
+
 def _is_bold(span: dict[str, Any]) -> bool:
-    return bool(int(span.get("flags", 0)) & 16) or bool(_BOLD_FONT.search(span.get("font", "")))
+    return (
+        bool(int(span.get("flags", 0)) & 16)
+        or bool(int(span.get("char_flags", 0)) & _SYNTHETIC_BOLD)
+        or bool(_BOLD_FONT.search(span.get("font", "")))
+    )
 
 
 def _is_italic(span: dict[str, Any]) -> bool:

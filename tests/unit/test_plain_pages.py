@@ -148,6 +148,9 @@ def _with(draw: str) -> pymupdf.Page:
             page.insert_text((460, 400 + 14 * i), value, fontsize=10)
     elif draw == "math":
         page.insert_text((72, 400), "a b g d e z h q i k l m n x p r s t", fontname="symb")
+    elif draw == "turned text":
+        for i in range(3):
+            page.insert_text((400 + 14 * i, 700), "Revenue by segment", rotate=90, fontsize=10)
     elif draw == "white background":
         page.draw_rect(pymupdf.Rect(0, -500, 612, 2000), color=None, fill=(1, 1, 1), overlay=False)
     elif draw == "two rules":
@@ -167,6 +170,7 @@ def _with(draw: str) -> pymupdf.Page:
         ("rules", "rules"),
         ("cells", "aligned columns"),
         ("math", "mathematics"),
+        ("turned text", "turned text"),
     ],
 )
 def test_anything_the_model_could_find_sends_the_page_to_it(draw: str, reason: str) -> None:
