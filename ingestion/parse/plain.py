@@ -8,8 +8,8 @@ into the same :class:`RawBlock` kinds the model emits: headings, list items, cap
 paragraphs, with running heads and folios left out (they are kept as the page's margin text).
 
 Anything that might hold structure the model would find sends the page to the model: a
-picture or scan, a filled shape, more than a few rules, columns of aligned figures, or
-mathematics.
+picture or scan, a filled shape, more than a few rules, rows of cells side by side, turned
+text, or mathematics.
 """
 
 from __future__ import annotations
