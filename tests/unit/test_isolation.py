@@ -84,7 +84,9 @@ def _parse_then_collect(path: str, progress: Any) -> list[str]:
     from core.settings import Settings
     from ingestion.pipeline import DocumentParser
 
-    parsed = DocumentParser(Settings()).parse(Path(path))
+    settings = Settings()
+    settings.parse.plain_pages = True
+    parsed = DocumentParser(settings).parse(Path(path))
     gc.collect()  # frees whatever the parse left unreferenced, cycles included
     return [p.parser for p in parsed.pages]
 

@@ -204,15 +204,15 @@ def test_parser_reads_plain_pages_from_their_fonts_and_the_rest_with_the_model(
     tmp_path: Path,
 ) -> None:
     path = _report(tmp_path / "report.pdf")
-    parsed = DocumentParser(Settings()).parse(path)
+    on = Settings()
+    on.parse.plain_pages = True
+    parsed = DocumentParser(on).parse(path)
     assert [p.parser for p in parsed.pages] == [PARSER_NAME, "text-layer"]
     titles = [e.text for e in parsed.elements if e.kind == ElementKind.TITLE]
     assert titles[:2] == ["Results of Operations", "Segment Outlook"]
     assert parsed.pages[0].margin_text == ["Annual Report 2023", "17"]
 
-    settings = Settings()
-    settings.parse.plain_pages = False
-    everything = DocumentParser(settings).parse(path)
+    everything = DocumentParser(Settings()).parse(path)  # off by default
     assert [p.parser for p in everything.pages] == ["text-layer", "text-layer"]
     # the text is the same whichever way page 1 was read
     words = {e.page_number: 0 for e in parsed.elements}
