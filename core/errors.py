@@ -23,6 +23,7 @@ class Stage(StrEnum):
     QUERY = "query"
     AUTH = "auth"
     GATEWAY = "gateway"
+    DATABASE = "database"
 
 
 class ErrorCode(StrEnum):

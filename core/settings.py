@@ -875,6 +875,52 @@ class ServeOptions(BaseModel):
     gateway_replicas: int = Field(default=1, ge=1)
 
 
+class DatabaseOptions(BaseModel):
+    """PostgreSQL for the cluster profile (``database_url`` set): catalog, jobs, structure,
+    traces, the audit log and API keys in one database that every replica shares. Unset, each
+    of them stays in SQLite (or the keys file) under ``data_dir``, the embedded default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    password_file: Path | None = Field(
+        default=None,
+        description=(
+            "file holding the password (a mounted Kubernetes secret); used when the URL has "
+            "none, so the URL itself can live in a ConfigMap"
+        ),
+    )
+    sslmode: Literal["disable", "allow", "prefer", "require", "verify-ca", "verify-full"] | None = (
+        Field(default=None, description="libpq sslmode; unset = the URL's, else libpq's default")
+    )
+    sslrootcert: Path | None = Field(default=None, description="CA bundle for verify-ca/-full")
+    pool_min_size: int = Field(default=1, ge=0, description="connections a process keeps open")
+    pool_max_size: int = Field(
+        default=8, ge=1, description="connections one process may open (all its repositories)"
+    )
+    pool_timeout_s: float = Field(
+        default=30.0, gt=0, description="wait for a free connection before failing the request"
+    )
+    connect_timeout_s: int = Field(default=10, ge=1, description="per connection attempt")
+    statement_timeout_ms: int = Field(
+        default=30_000, ge=0, description="server-side limit per statement; 0 = none"
+    )
+    migrate_on_start: bool = Field(
+        default=False,
+        description=(
+            "run `pagesight db upgrade` when a process opens the database; off: a schema "
+            "behind the code's refuses to start with a message naming the command"
+        ),
+    )
+    job_lease_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description=(
+            "how long a worker's claim on an ingest job holds; a worker that died mid-job "
+            "frees it after this long (keep it above limits.parse_timeout_s)"
+        ),
+    )
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="PAGESIGHT_", env_nested_delimiter="__", extra="ignore"
@@ -888,6 +934,14 @@ class Settings(BaseSettings):
     index: IndexOptions = Field(default_factory=IndexOptions)
     qdrant_url: str | None = Field(default=None, description="Qdrant server; unset = embedded")
     qdrant_api_key: SecretStr | None = None
+    database_url: SecretStr | None = Field(
+        default=None,
+        description=(
+            "PostgreSQL (postgresql://user@host:5432/db) for the catalog, jobs, traces, audit "
+            "log and API keys; unset = SQLite files under data_dir"
+        ),
+    )
+    database: DatabaseOptions = Field(default_factory=DatabaseOptions)
     retrieval: RetrievalOptions = Field(default_factory=RetrievalOptions)
     multistep: MultiStepOptions = Field(
         default_factory=MultiStepOptions, description="route agentic (multi-step search)"

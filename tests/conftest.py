@@ -61,3 +61,6 @@ def ingested_pages(
         (job,) = stack.ingestor.ingest([stack.request(pdf)])
         assert job.state.value == "READY", job.error_message
         yield stack, job.doc_id
+
+
+from tests.postgres import postgres_server, postgres_url  # noqa: E402,F401  (fixtures)
