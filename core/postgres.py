@@ -17,12 +17,15 @@ statements through it, so no call site spells ``WHERE tenant = ...`` itself.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
 
 from core.errors import ErrorCode, PageSightError, Stage
 from core.settings import DatabaseOptions, Settings
@@ -154,6 +157,36 @@ class TenantTable:
         if tail:
             sql += f" {tail}"
         return sql, [tenant, *args]
+
+
+def jsonb(model: BaseModel, **dump: Any) -> str:
+    """``model`` as JSON for a JSONB column (``model_dump_json(**dump)``, NUL-free)."""
+    return json_without_nul(model.model_dump_json(**dump))
+
+
+def json_without_nul(text: str) -> str:
+    """JSON ``text`` with NUL characters dropped from its strings (keys too).
+
+    PostgreSQL's text cannot hold NUL, so JSONB refuses ``\\u0000``, and a NUL does reach our
+    bodies: text pulled out of PDFs (titles, margin lines) and a caller's query can carry one.
+    Dropping them is the only change a round trip through PostgreSQL makes; text without one
+    (nearly all) is returned as it is, unparsed."""
+    if "\\u0000" not in text:
+        return text
+    parsed = json.loads(text)
+    cleaned = _without_nul(parsed)
+    # "\\u0000" can also be an escaped backslash followed by "u0000": then nothing changes
+    return text if cleaned == parsed else json.dumps(cleaned, ensure_ascii=False)
+
+
+def _without_nul(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace("\x00", "")
+    if isinstance(value, list):
+        return [_without_nul(v) for v in value]
+    if isinstance(value, dict):
+        return {_without_nul(k): _without_nul(v) for k, v in value.items()}
+    return value
 
 
 # -- one pool per process -----------------------------------------------------------------------

@@ -209,13 +209,14 @@ class ConfidenceScorer(Protocol):
     def confidences(self, query: str, passages: Sequence[Passage]) -> list[float]: ...
 
 
-# -- repositories (operational state next to the index; SQLite today) --------------------------
+# -- repositories (operational state next to the index: SQLite, or PostgreSQL) -----------------
 
 
 class CatalogRepository(Protocol):
     """Jobs, documents, pages, structure and the audit log: what operations need of ingested
-    documents (the index holds what retrieval needs). One home for per-document data, so a
-    database backend (the cluster profile) implements this and nothing else changes.
+    documents (the index holds what retrieval needs). One home for per-document data: SQLite
+    (:class:`ingestion.catalog.Catalog`) and PostgreSQL for the cluster profile
+    (:class:`ingestion.catalog_postgres.PostgresCatalog`) implement it, nothing else changes.
 
     Every method that reads documents, pages or audit entries takes the tenant (or a document,
     which carries it): no call can read across tenants. Jobs are read by id (callers check the
@@ -256,6 +257,24 @@ class CatalogRepository(Protocol):
 
     def unfinished_jobs(self) -> list[IngestJob]: ...
 
+    # claims: which worker runs a job, so that two workers on one catalog never run the same one
+    def claim_job(self, worker: str, lease_s: float, job_id: str | None = None) -> IngestJob | None:
+        """Atomically claim ``job_id`` (else the oldest claimable job, in
+        :meth:`unfinished_jobs` order) for ``worker`` until ``lease_s`` seconds from now, and
+        return it. Claimable: not terminal, and unclaimed or its lease expired; a job named by
+        id is claimable by the worker holding it too (claiming it again renews the lease).
+        None when nothing is claimable: unknown, terminal, or held by a live lease."""
+        ...
+
+    def release_job(self, job_id: str, worker: str) -> None:
+        """Drop the claim on ``job_id`` if ``worker`` holds it (another's claim stays)."""
+        ...
+
+    def job_claims(self) -> list[tuple[str, str]]:
+        """(job id, worker) of every claimed job, live or expired: a restarted worker frees
+        the claims of its dead predecessors on the same host without waiting for the lease."""
+        ...
+
     # the audit log of deletes and replacements
     def audit(self, entry: AuditEntry) -> None: ...
 
@@ -283,6 +302,10 @@ class CatalogRepository(Protocol):
         ...
 
     def pages(self, tenant: str, doc_id: str) -> list[Page]: ...
+
+    def page(self, tenant: str, doc_id: str, page_number: int) -> Page | None:
+        """One page, without reading the document's others (the page-image route)."""
+        ...
 
     def structure(self, document: Document) -> DocumentStructure: ...
 

@@ -13,7 +13,8 @@ debug a result; auditors fetch it to see why a page was shown. Three rules shape
 - deleting a document purges every trace that names it (``trace_docs``), because a trace
   carries its snippets' provenance and "delete means gone everywhere".
 
-SQLite in WAL mode, one short transaction per call, safe to share between threads.
+SQLite in WAL mode, one short transaction per call, safe to share between threads; the cluster
+profile keeps the same rules in PostgreSQL (:mod:`index.traces_postgres`).
 """
 
 from __future__ import annotations
@@ -126,8 +127,13 @@ class TraceStore:
 
 
 def open_traces(settings: Settings) -> TraceRepository:
-    """The trace store ``settings`` name: SQLite next to the index, with the gateway's
-    retention (the one backend today)."""
+    """The trace store ``settings`` name, with the gateway's retention: PostgreSQL when
+    ``database_url`` is set (:mod:`index.traces_postgres`, imported only then, so the embedded
+    profile never loads psycopg), else SQLite next to the index."""
+    if settings.database_url is not None:
+        from index.traces_postgres import PostgresTraceStore
+
+        return PostgresTraceStore.open(settings)
     return TraceStore(
         settings.data_dir / "traces.sqlite3",
         retention_s=settings.gateway.trace_retention_days * 86400,

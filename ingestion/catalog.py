@@ -1,22 +1,26 @@
-"""The ingestion catalog: jobs, documents and pages in one SQLite file.
+"""The ingestion catalog: jobs, documents and pages in one SQLite file (PostgreSQL for the
+cluster profile: :mod:`ingestion.catalog_postgres`; :func:`open_catalog` picks one).
 
 The vector index holds what retrieval needs; the catalog holds what operations need: the job
 state machine (so ``kill -9`` in the middle of a batch can be resumed), the documents a tenant
 has (for ``sync`` and listings), each page's image reference (for page images and for
 deleting them), and the audit log of deletes and replacements (who, what, when). SQLite in
 WAL mode: one writer (the ingest process or the server), many readers.
+
+What does not depend on the SQL dialect (building a job, the state transitions, the queue's
+order, the structure of a document indexed before structure was captured) lives in
+:class:`ingestion.catalog_base.BaseCatalog`, which both backends extend.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import threading
-import uuid
+import time
 from collections import OrderedDict
-from datetime import UTC, datetime
+from collections.abc import Sequence
 from pathlib import Path
 
-from core.errors import ErrorCode
 from core.protocols import CatalogRepository
 from core.settings import Settings
 from core.sqlite import SqliteDb
@@ -28,8 +32,8 @@ from core.types import (
     IngestJob,
     JobState,
     Page,
-    StructurePage,
 )
+from ingestion.catalog_base import QUEUE_ORDER, TERMINAL_STATES, BaseCatalog
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -38,7 +42,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     doc_id TEXT NOT NULL,
     state TEXT NOT NULL,
     created_at TEXT NOT NULL,
-    body TEXT NOT NULL
+    body TEXT NOT NULL,
+    claimed_by TEXT,
+    lease_until REAL
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
 CREATE INDEX IF NOT EXISTS jobs_doc ON jobs(tenant, doc_id);
@@ -75,15 +81,22 @@ CREATE TABLE IF NOT EXISTS structures (
 """
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
+#: Columns catalogs written before job claims lack, added when such a file is opened.
+_CLAIM_COLUMNS = {"claimed_by": "TEXT", "lease_until": "REAL"}
 
 
-class Catalog:
+def _marks(values: Sequence[object]) -> str:
+    """``?,?,?``: one placeholder per value of an ``IN (...)`` list."""
+    return ",".join("?" * len(values))
+
+
+class Catalog(BaseCatalog):
     """Jobs, documents and pages; every method is one short transaction.
 
     Safe to share between threads (the server's ingest worker writes while request threads
-    read): one connection, every statement under one lock.
+    read): one connection, every statement under one lock. Safe to share between processes
+    too: writes are ``BEGIN IMMEDIATE`` transactions, so a claim (read the queue, then mark
+    the job) is atomic against other processes' claims.
     """
 
     def __init__(self, path: Path) -> None:
@@ -91,45 +104,34 @@ class Catalog:
         self._sql = SqliteDb(path, _SCHEMA)
         self._tx = self._sql.tx
         self._rows = self._sql.rows
+        self._add_claim_columns()
+
+    def _add_claim_columns(self) -> None:
+        """Give a catalog written before claims existed their columns. Checked without a lock
+        first (an up-to-date file, every open but one, takes no write lock), then again in the
+        write transaction, so two processes opening an old file add them once."""
+        columns = "PRAGMA table_info(jobs)"  # rows of (cid, name, type, ...)
+        if _CLAIM_COLUMNS.keys() <= {r[1] for r in self._rows(columns)}:
+            return
+        with self._tx() as db:
+            have = {r[1] for r in db.execute(columns)}
+            for column, kind in _CLAIM_COLUMNS.items():
+                if column not in have:
+                    db.execute(f"ALTER TABLE jobs ADD COLUMN {column} {kind}")
 
     def close(self) -> None:
         self._sql.close()
 
     # -- jobs -------------------------------------------------------------------------------
 
-    def new_job(
-        self,
-        *,
-        tenant: str,
-        source_uri: str,
-        path: str,
-        doc_id: str,
-        acl: list[str],
-        valid_until: datetime | None = None,
-        submitted_by: str | None = None,
-    ) -> IngestJob:
-        now = _now()
-        job = IngestJob(
-            submitted_by=submitted_by,
-            job_id=str(uuid.uuid4()),
-            tenant=tenant,
-            source_uri=source_uri,
-            path=path,
-            doc_id=doc_id,
-            acl=acl,
-            valid_until=valid_until,
-            created_at=now,
-            updated_at=now,
-        )
-        self.save_job(job)
-        return job
-
-    def save_job(self, job: IngestJob) -> None:
-        job.updated_at = _now()
+    def _write_job(self, job: IngestJob) -> None:
         with self._tx() as db:
             db.execute(
-                "INSERT OR REPLACE INTO jobs (job_id, tenant, doc_id, state, created_at, body)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO jobs (job_id, tenant, doc_id, state, created_at, body)"
+                " VALUES (?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (job_id) DO UPDATE SET tenant = excluded.tenant,"
+                " doc_id = excluded.doc_id, state = excluded.state,"
+                " created_at = excluded.created_at, body = excluded.body",
                 (
                     job.job_id,
                     job.tenant,
@@ -139,17 +141,11 @@ class Catalog:
                     job.model_dump_json(),
                 ),
             )
-
-    def advance(self, job: IngestJob, state: JobState, **fields: object) -> IngestJob:
-        """Move ``job`` to ``state`` (with updated fields) and persist it before returning."""
-        updated = job.model_copy(update={"state": state, **fields})
-        self.save_job(updated)
-        return updated
-
-    def fail(self, job: IngestJob, code: ErrorCode, stage: str, message: str) -> IngestJob:
-        return self.advance(
-            job, JobState.FAILED, error_code=code, error_stage=stage, error_message=message
-        )
+            if job.state.terminal:
+                db.execute(
+                    "UPDATE jobs SET claimed_by = NULL, lease_until = NULL WHERE job_id = ?",
+                    (job.job_id,),
+                )
 
     def job(self, job_id: str) -> IngestJob | None:
         rows = self._rows("SELECT body FROM jobs WHERE job_id = ?", (job_id,))
@@ -169,7 +165,7 @@ class Catalog:
             sql += " AND tenant = ?"
             args.append(tenant)
         if states:
-            sql += f" AND state IN ({','.join('?' * len(states))})"
+            sql += f" AND state IN ({_marks(states)})"
             args.extend(s.value for s in states)
         sql += " ORDER BY created_at DESC, job_id LIMIT ? OFFSET ?"
         args.extend([limit, offset])
@@ -177,19 +173,53 @@ class Catalog:
 
     def delete_jobs(self, tenant: str, doc_id: str) -> int:
         """Forget a document's finished jobs (they name its source); return how many."""
-        terminal = [s.value for s in JobState if s.terminal]
         with self._tx() as db:
             cursor = db.execute(
-                f"DELETE FROM jobs WHERE tenant = ? AND doc_id = ? AND state IN "
-                f"({','.join('?' * len(terminal))})",
-                (tenant, doc_id, *terminal),
+                f"DELETE FROM jobs WHERE tenant = ? AND doc_id = ?"
+                f" AND state IN ({_marks(TERMINAL_STATES)})",
+                (tenant, doc_id, *TERMINAL_STATES),
             )
             return cursor.rowcount
 
-    def unfinished_jobs(self) -> list[IngestJob]:
-        """Jobs a killed process left behind, oldest first (the order they were queued)."""
-        states = [s for s in JobState if not s.terminal]
-        return list(reversed(self.jobs(states=states, limit=1_000_000)))
+    # -- claims -----------------------------------------------------------------------------
+
+    def claim_job(self, worker: str, lease_s: float, job_id: str | None = None) -> IngestJob | None:
+        """See :meth:`core.protocols.CatalogRepository.claim_job`. The lease is this host's
+        clock; workers sharing a SQLite file share a host."""
+        sql = (
+            f"SELECT job_id, body FROM jobs WHERE state NOT IN ({_marks(TERMINAL_STATES)})"
+            " AND (lease_until IS NULL OR lease_until < ?"
+        )
+        if job_id is None:
+            sql += f") ORDER BY {QUEUE_ORDER} LIMIT 1"
+            named: list[object] = []
+        else:
+            sql += " OR claimed_by = ?) AND job_id = ?"
+            named = [worker, job_id]
+        with self._tx() as db:
+            now = time.time()  # after the write lock is ours: waiting for it ages no lease
+            row = db.execute(sql, [*TERMINAL_STATES, now, *named]).fetchone()
+            if row is None:
+                return None
+            db.execute(
+                "UPDATE jobs SET claimed_by = ?, lease_until = ? WHERE job_id = ?",
+                (worker, now + lease_s, row[0]),
+            )
+        return IngestJob.model_validate_json(row[1])
+
+    def release_job(self, job_id: str, worker: str) -> None:
+        with self._tx() as db:
+            db.execute(
+                "UPDATE jobs SET claimed_by = NULL, lease_until = NULL"
+                " WHERE job_id = ? AND claimed_by = ?",
+                (job_id, worker),
+            )
+
+    def job_claims(self) -> list[tuple[str, str]]:
+        rows = self._rows(
+            "SELECT job_id, claimed_by FROM jobs WHERE claimed_by IS NOT NULL ORDER BY job_id"
+        )
+        return [(r[0], r[1]) for r in rows]
 
     # -- audit log --------------------------------------------------------------------------
 
@@ -291,26 +321,12 @@ class Catalog:
         rows = self._rows("SELECT DISTINCT tenant FROM audit ORDER BY tenant", ())
         return [r[0] for r in rows]
 
-    def structure(self, document: Document) -> DocumentStructure:
-        """``document``'s structure as ingestion captured it: page labels, sections, numbered
-        figures and tables. A document indexed before structure was captured has its pages
-        only (re-ingesting it re-parses it: see ``Document.structure_version``)."""
+    def _stored_structure(self, document: Document) -> DocumentStructure | None:
         rows = self._rows(
             "SELECT body FROM structures WHERE tenant = ? AND doc_id = ? AND version = ?",
             (document.tenant, document.doc_id, document.version),
         )
-        if rows:
-            return DocumentStructure.model_validate_json(rows[0][0])
-        return DocumentStructure(
-            doc_id=document.doc_id,
-            version=document.version,
-            pages=[
-                StructurePage(
-                    page_number=p.page_number, label=p.label, width=p.width, height=p.height
-                )
-                for p in self.pages(document.tenant, document.doc_id)
-            ],
-        )
+        return DocumentStructure.model_validate_json(rows[0][0]) if rows else None
 
     def pages(self, tenant: str, doc_id: str) -> list[Page]:
         rows = self._rows(
@@ -318,6 +334,13 @@ class Catalog:
             (tenant, doc_id),
         )
         return [Page.model_validate_json(r[0]) for r in rows]
+
+    def page(self, tenant: str, doc_id: str, page_number: int) -> Page | None:
+        rows = self._rows(
+            "SELECT body FROM pages WHERE tenant = ? AND doc_id = ? AND page_number = ?",
+            (tenant, doc_id, page_number),
+        )
+        return Page.model_validate_json(rows[0][0]) if rows else None
 
     @staticmethod
     def _image_refs(db: sqlite3.Connection, tenant: str, doc_id: str) -> set[str]:
@@ -370,6 +393,11 @@ class CatalogStructures:
 
 
 def open_catalog(settings: Settings) -> CatalogRepository:
-    """The catalog ``settings`` name: SQLite under the data directory (the one backend today;
-    a database backend for the cluster profile plugs in here)."""
+    """The catalog ``settings`` name: PostgreSQL when ``database_url`` is set (the cluster
+    profile: every replica shares it), else SQLite under the data directory. The PostgreSQL
+    module (and psycopg) is imported only then, so the embedded profile never loads it."""
+    if settings.database_url is not None:
+        from ingestion.catalog_postgres import PostgresCatalog
+
+        return PostgresCatalog.open(settings)
     return Catalog(settings.data_dir / "catalog.sqlite3")

@@ -53,10 +53,7 @@ def stored_page(
     """Page ``page_number`` of ``doc_id`` and the file of its rendered image; None when the
     catalog has no such page, it has no image, or the file is gone. No access check: callers
     have made theirs (the page-image route, :class:`StoredPageImages`)."""
-    page = next(
-        (p for p in catalog.pages(tenant, doc_id) if p.page_number == page_number),
-        None,
-    )
+    page = catalog.page(tenant, doc_id, page_number)
     if page is None or not page.image_ref:
         return None
     path = images.path(page.image_ref)

@@ -1,12 +1,16 @@
-"""Contract tests every catalog and trace repository backend must pass (SQLite today; a database
-backend for the cluster profile joins the ``backend`` parameters and nothing else changes).
+"""Contract tests every catalog and trace repository backend must pass: SQLite (the embedded
+default) and PostgreSQL (the cluster profile, on a real server: ``tests/postgres.py``).
 
-Besides behaviour, the rule that matters most: no method returns a row of another tenant.
+Besides behaviour, the rules that matter most: no method returns a row of another tenant, and
+no job is claimed by two workers at once.
 """
 
 from __future__ import annotations
 
 import random
+import threading
+import time
+from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,16 +20,30 @@ import pytest
 from core.errors import ErrorCode
 from core.protocols import CatalogRepository, TraceRepository
 from core.settings import Settings
-from core.types import AuditEntry, Document, JobState, Page, RetrievalTrace, RouteName
+from core.types import (
+    AuditEntry,
+    Document,
+    DocumentStructure,
+    JobState,
+    Page,
+    RetrievalTrace,
+    RouteName,
+    StructurePage,
+)
 from index.traces import open_traces
 from ingestion.catalog import open_catalog
 
-BACKENDS = ["sqlite"]
+BACKENDS = ["sqlite", "postgres"]
 
 
 @pytest.fixture(params=BACKENDS)
 def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
-    assert request.param == "sqlite"  # the only backend so far: its settings are the defaults
+    """SQLite: the defaults. PostgreSQL: a fresh migrated database of the session's server
+    (requested only for this parameter, so SQLite runs start no server)."""
+    if request.param == "postgres":
+        url = request.getfixturevalue("postgres_url")
+        return Settings(data_dir=tmp_path / "var", database_url=url)
+    assert request.param == "sqlite"
     return Settings(data_dir=tmp_path / "var")
 
 
@@ -128,39 +146,292 @@ def test_traces_are_per_tenant_and_purged_with_their_documents(traces: TraceRepo
     assert traces.get("a", "same-id") is None and traces.get("b", "same-id") is not None
 
 
-@pytest.mark.parametrize("seed", range(3))
+def test_the_backend_is_the_one_named(settings: Settings, catalog: CatalogRepository) -> None:
+    """Guards the rest: a PostgreSQL run that quietly fell back to SQLite would pass them all."""
+    from index.traces import TraceStore
+    from ingestion.catalog import Catalog
+
+    postgres = settings.database_url is not None
+    assert isinstance(catalog, Catalog) is not postgres
+    traces = open_traces(settings)
+    try:
+        assert isinstance(traces, TraceStore) is not postgres
+    finally:
+        traces.close()
+
+
+def test_page_reads_one_page_of_one_tenant(catalog: CatalogRepository) -> None:
+    catalog.put_document(_doc("a", "d"), _pages("d", 3))
+    catalog.put_document(_doc("b", "d"), _pages("d", 1, "other"))
+    page = catalog.page("a", "d", 2)
+    assert page is not None and (page.page_number, page.image_ref) == (2, "img-2")
+    assert catalog.page("a", "d", 4) is None and catalog.page("a", "nope", 1) is None
+    assert catalog.page("b", "d", 2) is None and catalog.page("c", "d", 1) is None
+    other = catalog.page("b", "d", 1)
+    assert other is not None and other.image_ref == "other-1"
+    catalog.put_document(_doc("a", "d", "v2"), _pages("d", 1, "new"))
+    assert catalog.page("a", "d", 2) is None and catalog.page("a", "d", 1).image_ref == "new-1"
+
+
+def test_structure_is_the_stored_versions_else_the_pages(catalog: CatalogRepository) -> None:
+    stored = DocumentStructure(
+        doc_id="d",
+        version="v1",
+        pages=[StructurePage(page_number=1, label="iv", width=1, height=2)],
+    )
+    catalog.put_document(_doc("a", "d"), _pages("d", 2), stored)
+    assert catalog.structure(_doc("a", "d")) == stored
+    # another version of the document (the stored structure is v1's): its pages only
+    fallback = catalog.structure(_doc("a", "d", "v9"))
+    assert [(p.page_number, p.label) for p in fallback.pages] == [(1, None), (2, None)]
+    assert catalog.structure(_doc("b", "d")).pages == []  # another tenant's: nothing
+
+
+def test_nul_characters_do_not_break_a_write(
+    catalog: CatalogRepository, traces: TraceRepository
+) -> None:
+    """PostgreSQL's text cannot hold NUL; a PDF title or a query can. Dropping it is the one
+    change a backend may make."""
+    doc = _doc("a", "d").model_copy(update={"title": "a\x00b"})
+    page = _pages("d", 1)[0].model_copy(update={"margin_text": ["x\x00y"]})
+    catalog.put_document(doc, [page])
+    assert catalog.document("a", "d").title in ("a\x00b", "ab")
+    assert catalog.page("a", "d", 1).margin_text[0] in ("x\x00y", "xy")
+    trace = RetrievalTrace(
+        trace_id="t", query="q\x00", requested_route=RouteName.TEXT, route=RouteName.TEXT
+    )
+    traces.put("a", trace, {"d"})
+    got = traces.get("a", "t")
+    assert got is not None and got[0].query in ("q\x00", "q")
+
+
+# -- claims ------------------------------------------------------------------------------------
+
+
+def test_claims(catalog: CatalogRepository) -> None:
+    first, second = _job(catalog, "a", "d1"), _job(catalog, "b", "d2")
+    held = catalog.claim_job("w1", 30, second)
+    assert held is not None and held.job_id == second
+    assert catalog.claim_job("w2", 30, second) is None  # another worker's live lease
+    assert catalog.claim_job("w1", 30, second) is not None  # its holder renews it
+    nxt = catalog.claim_job("w1", 30)  # the oldest claimable: not the one w1 already holds
+    assert nxt is not None and nxt.job_id == first
+    assert catalog.claim_job("w3", 30) is None and catalog.claim_job("w3", 30, "nope") is None
+    assert sorted(catalog.job_claims()) == sorted([(first, "w1"), (second, "w1")])
+
+    catalog.release_job(first, "w2")  # not the holder: the claim stays
+    assert catalog.claim_job("w2", 30, first) is None
+    catalog.release_job(first, "w1")
+    assert catalog.claim_job("w2", 30).job_id == first
+
+    # saving a job keeps its claim; finishing it drops the claim, and it is never claimable
+    job = catalog.advance(catalog.job(second), JobState.PARSING, version="v1")
+    assert catalog.claim_job("w2", 30, second) is None and (second, "w1") in catalog.job_claims()
+    catalog.advance(job, JobState.READY)
+    assert [c for c in catalog.job_claims() if c[0] == second] == []
+    assert catalog.claim_job("w1", 30, second) is None
+    failed = catalog.fail(catalog.job(first), ErrorCode.CORRUPT, "parse", "bad")
+    assert failed.state is JobState.FAILED and catalog.job_claims() == []
+    assert catalog.claim_job("w1", 30) is None
+
+    # an expired lease frees the job for anyone
+    third = _job(catalog, "a", "d3")
+    assert catalog.claim_job("w1", 0.2, third) is not None
+    assert catalog.claim_job("w2", 30) is None
+    time.sleep(0.4)
+    taken = catalog.claim_job("w2", 30)
+    assert taken is not None and taken.job_id == third
+    assert catalog.job_claims() == [(third, "w2")]
+
+
+def test_claims_take_the_queue_in_order(catalog: CatalogRepository) -> None:
+    for i in range(6):
+        _job(catalog, f"t{i % 2}", f"d{i}")
+    queue = [j.job_id for j in catalog.unfinished_jobs()]
+    taken = [catalog.claim_job("w", 30) for _ in range(6)]
+    assert [j.job_id for j in taken if j is not None] == queue
+    assert catalog.claim_job("w", 30) is None
+
+
+def test_concurrent_workers_never_claim_one_job_twice(
+    settings: Settings, catalog: CatalogRepository
+) -> None:
+    """Four workers, each with its own repository (as separate processes would have), drain
+    one queue: every job is claimed, none twice."""
+    jobs = {_job(catalog, f"t{i % 3}", f"d{i}") for i in range(40)}
+    claimed: list[tuple[str, str]] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+    start = threading.Barrier(4)
+
+    def work(worker: str) -> None:
+        repo = open_catalog(settings)
+        try:
+            start.wait()
+            while (job := repo.claim_job(worker, 60)) is not None:
+                with lock:
+                    claimed.append((job.job_id, worker))
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            repo.close()
+
+    threads = [threading.Thread(target=work, args=(f"w{i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors
+    counts = Counter(job_id for job_id, _ in claimed)
+    assert set(counts) == jobs and max(counts.values()) == 1
+    assert sorted(catalog.job_claims()) == sorted(claimed)
+
+
+def test_sqlite_catalog_gains_claim_columns(tmp_path: Path) -> None:
+    """A catalog file written before claims existed opens, keeps its jobs and claims them."""
+    import sqlite3
+
+    from ingestion.catalog import Catalog
+
+    path = tmp_path / "catalog.sqlite3"
+    old = Catalog(path)
+    job_id = _job(old, "a", "d")
+    old.close()
+    with sqlite3.connect(path) as db:  # back to the schema before claims
+        db.execute("ALTER TABLE jobs DROP COLUMN claimed_by")
+        db.execute("ALTER TABLE jobs DROP COLUMN lease_until")
+    catalog = Catalog(path)
+    try:
+        claimed = catalog.claim_job("w", 30)
+        assert claimed is not None and claimed.job_id == job_id
+        assert catalog.job_claims() == [(job_id, "w")]
+    finally:
+        catalog.close()
+
+
+# -- tenancy -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(5))
 def test_no_method_returns_another_tenants_rows(
     catalog: CatalogRepository, traces: TraceRepository, seed: int
 ) -> None:
+    """Random writes, deletes and purges by three tenants over the same document and trace
+    ids, checked against a model of what each tenant wrote: every read returns exactly its
+    tenant's rows (so a read that leaked, or lost, rows fails, not only one that mixed them)."""
     rng = random.Random(seed)
     tenants = ["a", "b", "c"]
-    for n in range(30):
+    docs: dict[tuple[str, str], tuple[int, int, bool]] = {}  # -> (n, pages, structure stored)
+    audits: Counter[tuple[str, str]] = Counter()
+    jobs: dict[str, set[str]] = {t: set() for t in tenants}
+    trace_model: dict[tuple[str, str], tuple[str, str]] = {}  # -> (query, doc id)
+
+    def refs(tenant: str, skip: str | None = None) -> set[str]:
+        return {
+            f"img-{k}"
+            for (t, d), (_, pages, _) in docs.items()
+            if t == tenant and d != skip
+            for k in range(1, pages + 1)
+        }
+
+    for n in range(40):
         tenant = rng.choice(tenants)
-        doc_id = f"doc-{rng.randrange(8)}"  # the same ids recur across tenants
-        catalog.put_document(_doc(tenant, doc_id, f"v{n}"), _pages(doc_id, rng.randint(1, 3)))
-        _job(catalog, tenant, doc_id)
+        doc_id = f"doc-{rng.randrange(6)}"  # the same ids recur across tenants
+        if rng.random() < 0.2:
+            known = (tenant, doc_id) in docs
+            expected = sorted(refs(tenant) - refs(tenant, skip=doc_id)) if known else None
+            assert catalog.delete_document(tenant, doc_id) == expected
+            docs.pop((tenant, doc_id), None)
+            purged = {k for k, (_, d) in trace_model.items() if k[0] == tenant and d == doc_id}
+            assert traces.purge_document(tenant, doc_id) == len(purged)
+            for key in purged:
+                del trace_model[key]
+            continue
+        n_pages, with_structure = rng.randint(1, 3), rng.random() < 0.5
+        pages = [
+            Page(doc_id=doc_id, page_number=k, width=600 + n, height=792, image_ref=f"img-{k}")
+            for k in range(1, n_pages + 1)
+        ]
+        structure = (
+            DocumentStructure(
+                doc_id=doc_id,
+                version=f"v{n}",
+                pages=[StructurePage(page_number=1, label=f"{tenant}{n}", width=1, height=1)],
+            )
+            if with_structure
+            else None
+        )
+        before = refs(tenant)
+        docs[(tenant, doc_id)] = (n, n_pages, with_structure)
+        orphans = catalog.put_document(_doc(tenant, doc_id, f"v{n}"), pages, structure)
+        assert orphans == sorted(before - refs(tenant))
+        jobs[tenant].add(_job(catalog, tenant, doc_id))
         catalog.audit(
             AuditEntry(
                 at=datetime.now(UTC), tenant=tenant, actor="k", action="replace", doc_id=doc_id
             )
         )
+        audits[(tenant, doc_id)] += 1
+        trace_id = f"t{rng.randrange(4)}"
         traces.put(
             tenant,
             RetrievalTrace(
-                trace_id=f"t{rng.randrange(5)}",
-                query=tenant,
+                trace_id=trace_id,
+                query=f"{tenant}{n}",
                 requested_route=RouteName.TEXT,
                 route=RouteName.TEXT,
             ),
             {doc_id},
         )
-    for tenant in tenants:
-        assert all(d.tenant == tenant for d in catalog.documents(tenant))
-        for doc in catalog.documents(tenant):
-            assert all(p.doc_id == doc.doc_id for p in catalog.pages(tenant, doc.doc_id))
-            assert catalog.document(tenant, doc.doc_id).tenant == tenant
-        assert all(j.tenant == tenant for j in catalog.jobs(tenant, limit=1000))
-        assert all(e.tenant == tenant for e in catalog.audit_entries(tenant, limit=1000))
-        for i in range(5):
+        trace_model[(tenant, trace_id)] = (f"{tenant}{n}", doc_id)
+
+    assert catalog.tenants() == sorted({t for t, _ in docs})
+    assert catalog.audit_tenants() == sorted({t for t, _ in audits})
+    for tenant in [*tenants, "nobody"]:
+        mine = {d: v for (t, d), v in docs.items() if t == tenant}
+        assert [(d.tenant, d.doc_id) for d in catalog.documents(tenant)] == [
+            (tenant, d) for d in sorted(mine)
+        ]
+        for i in range(6):
+            doc_id = f"doc-{i}"
+            document = catalog.document(tenant, doc_id)
+            if doc_id not in mine:
+                assert document is None and catalog.pages(tenant, doc_id) == []
+                assert catalog.page(tenant, doc_id, 1) is None
+                continue
+            n, n_pages, with_structure = mine[doc_id]
+            assert document is not None and (document.tenant, document.version) == (tenant, f"v{n}")
+            pages = catalog.pages(tenant, doc_id)
+            assert [(p.page_number, p.width) for p in pages] == [
+                (k, 600 + n) for k in range(1, n_pages + 1)
+            ]
+            for k in range(1, 5):
+                page = catalog.page(tenant, doc_id, k)
+                assert (page is None) is (k > n_pages)
+                assert page is None or (page.doc_id, page.width) == (doc_id, 600 + n)
+            structure = catalog.structure(document)
+            labels = [p.label for p in structure.pages]
+            assert labels == ([f"{tenant}{n}"] if with_structure else [None] * n_pages)
+        entries = catalog.audit_entries(tenant, limit=1000)
+        assert Counter(e.doc_id for e in entries) == Counter(
+            {d: c for (t, d), c in audits.items() if t == tenant}
+        )
+        assert all(e.tenant == tenant for e in entries)
+        for i in range(6):
+            doc_id = f"doc-{i}"
+            of_doc = catalog.audit_entries(tenant, doc_id=doc_id, limit=1000)
+            assert len(of_doc) == audits[(tenant, doc_id)]
+            assert all((e.tenant, e.doc_id) == (tenant, doc_id) for e in of_doc)
+        assert {j.job_id for j in catalog.jobs(tenant, limit=1000)} == jobs.get(tenant, set())
+        pending = catalog.jobs(tenant, [JobState.PENDING], limit=1000)
+        assert {j.job_id for j in pending} == jobs.get(tenant, set())
+        for i in range(4):
             found = traces.get(tenant, f"t{i}")
-            assert found is None or found[0].query == tenant
+            expected = trace_model.get((tenant, f"t{i}"))
+            if expected is None:
+                assert found is None
+            else:
+                assert found is not None and (found[0].query, found[1]) == (
+                    expected[0],
+                    {expected[1]},
+                )

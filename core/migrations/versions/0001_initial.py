@@ -91,6 +91,7 @@ CREATE TABLE api_keys (
     tenant TEXT NOT NULL,
     revoked_at TIMESTAMPTZ,
     revision BIGINT NOT NULL DEFAULT nextval('api_key_revision'),
+    created_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
     body JSONB NOT NULL
 );
 CREATE INDEX api_keys_tenant ON api_keys (tenant);
