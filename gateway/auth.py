@@ -6,38 +6,34 @@ ACL principals and its scopes (``read``: search, answer, list and fetch what the
 see; ``write``: also upload, replace and delete). Every query and every document operation runs
 with that tenant, so a tenant can never name another tenant's data.
 
-Where keys come from is a :class:`KeyStore`: today a JSON file (a mounted secret, written by
-``pagesight keys new`` / ``keys revoke``) and the ``PAGESIGHT_GATEWAY__API_KEYS`` environment
-variable; a database-backed store implements the same four methods. :class:`KeyRing` re-reads
-its stores when they change (checked at most every ``keys_reload_s``), so a new or revoked key
-takes effect within seconds, without a restart.
+Where keys come from is a :class:`KeyStore`: the ``PAGESIGHT_GATEWAY__API_KEYS`` environment
+variable, a JSON file (a mounted secret, or what ``pagesight keys new`` / ``keys revoke`` write
+on a single machine) and, in the cluster profile (``PAGESIGHT_DATABASE_URL`` set), PostgreSQL
+(:mod:`gateway.key_store_postgres`), which every replica shares, so a key made or revoked
+on one machine counts on all of them. :class:`KeyRing` re-reads its stores when they change
+(checked at most every ``keys_reload_s``), so a new or revoked key takes effect within seconds,
+without a restart.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import logging
-import os
 import secrets
 import threading
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
-
-from pydantic import TypeAdapter, ValidationError
 
 from core.errors import ErrorCode, PageSightError, Stage
-from core.settings import ApiKeyRecord, GatewayOptions, KeyScope
+from core.settings import ApiKeyRecord, GatewayOptions, KeyScope, Settings
+from gateway.key_stores import FileKeyStore, KeyStore, StaticKeyStore
 
 log = logging.getLogger(__name__)
 
 KEY_PREFIX = "ps_"
-_RECORDS = TypeAdapter(list[ApiKeyRecord])
 
 
 @dataclass(frozen=True)
@@ -83,87 +79,20 @@ def new_key(
     return key, record
 
 
-class KeyStore(Protocol):
-    """Where key records live. ``stamp`` is cheap and changes whenever ``records`` would."""
+def open_key_store(settings: Settings, keys_file: Path | None = None) -> KeyStore:
+    """The store ``pagesight keys`` writes to and lists: ``keys_file`` when given, else
+    PostgreSQL when ``database_url`` is set (the store every replica of the gateway reads),
+    else the keys file of the settings (default ``<data_dir>/api-keys.json``)."""
+    if keys_file is None and settings.database_url is not None:
+        from gateway.key_store_postgres import PostgresKeyStore
 
-    def records(self) -> list[ApiKeyRecord]: ...
-
-    def stamp(self) -> Hashable: ...
-
-    def add(self, record: ApiKeyRecord) -> None: ...
-
-    def revoke(self, key_id: str) -> bool: ...
-
-
-class StaticKeyStore:
-    """Records given at start-up (the environment variable): read-only."""
-
-    def __init__(self, records: Sequence[ApiKeyRecord]) -> None:
-        self._records = list(records)
-
-    def records(self) -> list[ApiKeyRecord]:
-        return list(self._records)
-
-    def stamp(self) -> Hashable:
-        return len(self._records)
-
-    def add(self, record: ApiKeyRecord) -> None:
-        raise PageSightError(
-            ErrorCode.INVALID_REQUEST, Stage.AUTH, "keys from the environment are read-only"
-        )
-
-    def revoke(self, key_id: str) -> bool:
-        raise PageSightError(
-            ErrorCode.INVALID_REQUEST, Stage.AUTH, "keys from the environment are read-only"
-        )
+        return PostgresKeyStore.open(settings)
+    return FileKeyStore(keys_file or default_keys_file(settings))
 
 
-class FileKeyStore:
-    """A JSON list of :class:`ApiKeyRecord` (a mounted secret, or the file the CLI writes).
-
-    Writes go to a temporary file that replaces the old one in one rename, so a gateway
-    reading the file never sees half of it. A missing file holds no keys.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def records(self) -> list[ApiKeyRecord]:
-        if not self.path.exists():
-            return []
-        return load_records(self.path)
-
-    def stamp(self) -> Hashable:
-        try:
-            st = self.path.stat()
-        except FileNotFoundError:
-            return None
-        return (st.st_ino, st.st_mtime_ns, st.st_size)
-
-    def add(self, record: ApiKeyRecord) -> None:
-        records = self.records()
-        if any(r.key_id == record.key_id for r in records):
-            raise PageSightError(
-                ErrorCode.INVALID_REQUEST,
-                Stage.AUTH,
-                f"a key named {record.key_id!r} already exists in {self.path}",
-            )
-        save_records(self.path, [*records, record])
-
-    def revoke(self, key_id: str) -> bool:
-        """Mark the key revoked (kept, so the audit log's key ids stay explained)."""
-        records = self.records()
-        found = False
-        now = datetime.now(UTC)
-        updated = []
-        for record in records:
-            if record.key_id == key_id and record.revoked_at is None:
-                record = record.model_copy(update={"revoked_at": now})
-                found = True
-            updated.append(record)
-        if found:
-            save_records(self.path, updated)
-        return found
+def default_keys_file(settings: Settings) -> Path:
+    """The keys file of a single machine: the one set in the settings, else in the data dir."""
+    return settings.gateway.api_keys_file or settings.data_dir / "api-keys.json"
 
 
 class KeyRing:
@@ -171,7 +100,10 @@ class KeyRing:
 
     The digest map is rebuilt when a store's ``stamp`` changes, looked at no more often than
     every ``reload_s`` seconds. A store that cannot be read at that moment (a file half
-    replaced by hand) keeps the previous keys and logs a warning.
+    replaced by hand, the database unreachable) keeps the previous keys and logs a warning:
+    callers keep working through an outage, and a revocation counts once the store is back.
+
+    The ring owns its stores: :meth:`close` closes them.
     """
 
     def __init__(
@@ -189,13 +121,31 @@ class KeyRing:
         self._by_digest = self._build([r for s in self._stores for r in s.records()])
 
     @classmethod
-    def from_options(cls, options: GatewayOptions) -> KeyRing:
-        stores: list[KeyStore] = []
+    def from_options(cls, options: GatewayOptions, stores: Sequence[KeyStore] = ()) -> KeyRing:
+        """The environment's keys, the keys file of ``options`` if set (it must exist: a
+        mistyped path would otherwise start a gateway nobody can call), and ``stores``."""
+        files: list[KeyStore] = []
         if options.api_keys_file is not None:
             if not options.api_keys_file.exists():
                 raise ValueError(f"API keys file not found: {options.api_keys_file}")
-            stores.append(FileKeyStore(options.api_keys_file))
-        return cls(options.api_keys, stores=stores, reload_s=options.keys_reload_s)
+            files.append(FileKeyStore(options.api_keys_file))
+        return cls(options.api_keys, stores=[*stores, *files], reload_s=options.keys_reload_s)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> KeyRing:
+        """The gateway's keys: :meth:`from_options` (the environment's, and the keys file when
+        one is set), plus PostgreSQL when ``database_url`` is set."""
+        stores: list[KeyStore] = []
+        if settings.database_url is not None:
+            from gateway.key_store_postgres import PostgresKeyStore
+
+            stores.append(PostgresKeyStore.open(settings))
+        try:
+            return cls.from_options(settings.gateway, stores)
+        except BaseException:
+            for store in stores:
+                store.close()
+            raise
 
     @staticmethod
     def _build(records: list[ApiKeyRecord]) -> dict[str, ApiKeyRecord]:
@@ -214,16 +164,21 @@ class KeyRing:
             return
         with self._lock:
             self._checked = now
-            stamps = [s.stamp() for s in self._stores]
-            if stamps == self._stamps:
-                return
             try:
+                stamps = [s.stamp() for s in self._stores]
+                if stamps == self._stamps:
+                    return
                 self._by_digest = self._build([r for s in self._stores for r in s.records()])
-            except (ValueError, OSError) as exc:
+            except (ValueError, OSError, PageSightError) as exc:
                 log.warning("API keys not reloaded, keeping the previous ones: %s", exc)
                 return
             self._stamps = stamps
             log.info("API keys reloaded", extra={"keys": len(self._by_digest)})
+
+    def close(self) -> None:
+        """Close the stores (the database pool's handle, for PostgreSQL)."""
+        for store in self._stores:
+            store.close()
 
     def __len__(self) -> int:
         self.refresh()
@@ -253,25 +208,6 @@ class KeyRing:
             max_concurrency=record.max_concurrency,
             scopes=frozenset(record.scopes),
         )
-
-
-def load_records(path: Path) -> list[ApiKeyRecord]:
-    """The records of a keys file: a JSON list of :class:`ApiKeyRecord` objects."""
-    try:
-        return _RECORDS.validate_json(path.read_bytes())
-    except FileNotFoundError as exc:
-        raise ValueError(f"API keys file not found: {path}") from exc
-    except ValidationError as exc:
-        raise ValueError(f"API keys file {path} is not a list of key records: {exc}") from exc
-
-
-def save_records(path: Path, records: list[ApiKeyRecord]) -> None:
-    """Write ``records`` atomically (temp file + rename), readable by the owner only."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps([r.model_dump(mode="json") for r in records], indent=2) + "\n")
-    tmp.chmod(0o600)
-    os.replace(tmp, path)
 
 
 def _unauthorized(message: str) -> PageSightError:

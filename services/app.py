@@ -225,10 +225,9 @@ class GatewayReplica:
                 if not finished:  # the client went away: stop forwarding, ask Ray to cancel
                     responses.cancel()
 
+        keyring = KeyRing.from_settings(settings)
         self._app = build_gateway(
-            ServiceClient(invoke, stream),
-            settings.gateway,
-            KeyRing.from_options(settings.gateway),
+            ServiceClient(invoke, stream), settings.gateway, keyring, on_shutdown=keyring.close
         )
 
     def __serve_build_asgi_app__(self) -> Any:
@@ -246,11 +245,14 @@ class GatewayIndexReplica:
         engines = await _remote_engines(settings, parser, text_embedder, page_embedder)
         self.service = IndexService(settings, **engines)
         await asyncio.to_thread(self.service.warm_up)
+        keyring = KeyRing.from_settings(settings)
+
+        def shutdown() -> None:
+            self.service.close()
+            keyring.close()
+
         self._app = build_gateway(
-            ServiceClient.in_process(self.service),
-            settings.gateway,
-            KeyRing.from_options(settings.gateway),
-            on_shutdown=self.service.close,
+            ServiceClient.in_process(self.service), settings.gateway, keyring, on_shutdown=shutdown
         )
 
     def __serve_build_asgi_app__(self) -> Any:

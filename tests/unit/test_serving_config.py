@@ -11,8 +11,9 @@ import yaml
 from core.errors import ErrorCode, PageSightError
 from core.links import page_image_url
 from core.settings import ApiKeyRecord
-from gateway.auth import KeyRing, load_records, new_key, save_records
+from gateway.auth import KeyRing, new_key
 from gateway.images import parse_highlight
+from gateway.key_stores import load_records, save_records
 from gateway.limits import ConcurrencyLimiter, RateLimited
 from gateway.sources import SourcePolicy
 from gateway.tracing import JsonLogFormatter, current_trace_id, trace_id_from_headers
