@@ -74,6 +74,7 @@ from gateway.protocol import (
 from gateway.sources import SourcePolicy
 from gateway.tracing import current_trace_id
 from index.traces import open_traces
+from ingestion.claims import claimed_job, new_worker_id, release_dead_local_claims
 from ingestion.ingest import DocumentParseFn, IngestRequest, is_current
 from query.answer import AnsweredQuery, AnswerPipeline
 from services.engine import build_answer_pipeline
@@ -160,6 +161,8 @@ class IndexService:
         self._queue: queue.Queue[str] = queue.Queue()
         self._search_slots = FifoSlots(settings.retrieval.parallel_searches or os.cpu_count() or 1)
         self._worker: threading.Thread | None = None
+        #: this process's id in job claims (two workers never run the same job)
+        self.worker_id = new_worker_id()
         self._warm_error: str | None = None
         self._answers: AnswerPipeline | None = None
         #: passwords of queued jobs, in memory only until the worker takes them
@@ -193,6 +196,7 @@ class IndexService:
             raise
         if not worker:
             return
+        release_dead_local_claims(self._stack.catalog, self.worker_id)
         for job in self._stack.catalog.unfinished_jobs():
             self._enqueue(job.job_id)
         self._worker = threading.Thread(target=self._work, name="ingest-worker", daemon=True)
@@ -549,23 +553,39 @@ class IndexService:
         self.metrics.queue_depth.set(self._queue.qsize())
 
     def _work(self) -> None:
+        """Run queued jobs; on a shared database, also poll for jobs other replicas queued
+        (or a dead worker left), every ``database.job_poll_s``."""
+        poll_s = self.settings.database.job_poll_s if self.settings.database_url else None
         while True:
-            job_id = self._queue.get()
+            try:
+                job_id: str | None = self._queue.get(timeout=poll_s)
+            except queue.Empty:
+                job_id = None
             try:
                 if job_id == _STOP:
                     return
-                self._run_job(job_id)
+                while self._run_job(job_id) and job_id is None:
+                    pass  # polled one: poll again right away, the queue may be long
             except Exception:  # the worker must outlive any one job
                 log.exception("ingest worker failed on job %s", job_id)
             finally:
-                self._queue.task_done()
+                if job_id is not None:
+                    self._queue.task_done()
                 self.metrics.queue_depth.set(self._queue.qsize())
 
-    def _run_job(self, job_id: str) -> None:
+    def _run_job(self, job_id: str | None) -> bool:
+        """Claim ``job_id`` (None: the oldest claimable job) and run it; False when there was
+        nothing to claim (finished, or another worker holds it)."""
         stack = self._ready()
-        job = stack.catalog.job(job_id)
-        if job is None or job.state.terminal:
-            return
+        lease_s = self.settings.database.job_lease_s
+        with claimed_job(stack.catalog, self.worker_id, lease_s, job_id) as job:
+            if job is None:
+                return False
+            self._run_claimed(stack, job)
+        return True
+
+    def _run_claimed(self, stack: LocalStack, job: IngestJob) -> None:
+        job_id = job.job_id
         started = time.perf_counter()
         path = Path(job.path)
         if not path.is_file() and not job.source_uri.startswith("upload:"):
