@@ -3,18 +3,20 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-APT_PACKAGES := tesseract-ocr tesseract-ocr-eng tesseract-ocr-jpn tesseract-ocr-osd fonts-dejavu-core
+APT_PACKAGES := tesseract-ocr tesseract-ocr-eng tesseract-ocr-jpn tesseract-ocr-osd fonts-dejavu-core \
+	postgresql
 PYTEST_ARGS ?=
 export OMP_NUM_THREADS ?= 1
 export OMP_THREAD_LIMIT ?= 1
 
 .PHONY: setup system-deps demo serve test test-fast test-e2e lint typecheck format bench bench-ocr \
 	bench-parse bench-bulk bench-maxsim bench-embed bench-gateway eval-smoke eval-ja eval-full lock clean \
-	setup-vllm test-vllm eval-answers calibrate-abstain
+	setup-vllm test-vllm eval-answers calibrate-abstain db-upgrade
 
 setup: system-deps $(STAMP)
 
-# System packages: Tesseract with English, Japanese and orientation data.
+# System packages: Tesseract with English, Japanese and orientation data; PostgreSQL's server,
+# whose binaries the tests start a throwaway cluster with (tests/postgres.py).
 system-deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -41,6 +43,10 @@ serve: setup
 
 test: setup
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The cluster profile's schema, on the database PAGESIGHT_DATABASE_URL names (safe to repeat).
+db-upgrade: setup
+	$(BIN)/pagesight db upgrade
 
 test-e2e: setup
 	$(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)

@@ -30,11 +30,13 @@ import pytest
 import uvicorn
 from typer.testing import CliRunner, Result
 
+from core.errors import PageSightError
 from core.settings import GatewayOptions, Settings, VisualEmbedderOptions
 from core.types import JobState, JobStatus
 from gateway.app import build_app
-from gateway.auth import FileKeyStore, KeyRing, new_key
+from gateway.auth import KeyRing, new_key
 from gateway.backend import ServiceClient
+from gateway.key_stores import FileKeyStore
 from ingestion import samples
 from ingestion.catalog import Catalog
 from services.cli import _job_line, app
@@ -52,6 +54,7 @@ CLEAN_ENV: dict[str, str | None] = {
     "PAGESIGHT_DEBUG": None,
     "PAGESIGHT_GATEWAY__API_KEYS": None,
     "PAGESIGHT_GATEWAY__API_KEYS_FILE": None,
+    "PAGESIGHT_DATABASE_URL": None,
     # no page model: the visual route is unavailable whatever is on this machine
     "PAGESIGHT_VISUAL__ENABLED": "false",
 }
@@ -762,10 +765,12 @@ def test_keys_new_list_revoke(tmp_path: Path, local: dict[str, str | None]) -> N
     )
     assert result.exit_code == 0, result.output
     made = as_json(result)
-    assert set(made) == {"key_id", "tenant", "principals", "scopes", "keys_file", "key"}
+    assert set(made) == {
+        *("key_id", "tenant", "principals", "scopes", "keys_file", "stored_in", "key")
+    }
     assert made["key_id"] == "k1" and made["tenant"] == "acme"
     assert made["principals"] == ["group:a"] and made["scopes"] == ["read"]
-    assert made["keys_file"] == str(keys_file) and made["key"]
+    assert made["keys_file"] == made["stored_in"] == str(keys_file) and made["key"]
 
     result = cli(["keys", "new", "--tenant", "acme", *at], local)  # text: the key alone
     assert result.exit_code == 0, result.output
@@ -804,6 +809,48 @@ def test_keys_default_to_the_data_dir(tmp_path: Path, local: dict[str, str | Non
     assert result.exit_code == 0, result.output
     assert as_json(result)["keys_file"] == str(tmp_path / "var" / "api-keys.json")
     assert len(as_json(cli(["keys", "list", "--json"], local))["keys"]) == 1
+
+
+def test_keys_go_to_postgres_when_a_database_is_set(
+    tmp_path: Path, local: dict[str, str | None], postgres_url: str
+) -> None:
+    """PAGESIGHT_DATABASE_URL set: the keys commands act on PostgreSQL (what every gateway
+    replica reads) unless --keys-file names a file; the output says where the key went."""
+    env = {**local, "PAGESIGHT_DATABASE_URL": postgres_url}
+    result = cli(["keys", "new", "--tenant", "acme", "--key-id", "k1", "--json"], env)
+    assert result.exit_code == 0, result.output
+    made = as_json(result)
+    assert made["keys_file"] is None and made["stored_in"].startswith("PostgreSQL 127.0.0.1:")
+    result = cli(["keys", "new", "--tenant", "acme", "--key-id", "k2"], env)
+    assert result.exit_code == 0, result.output
+    assert "to PostgreSQL 127.0.0.1:" in result.stderr
+    assert not (tmp_path / "var" / "api-keys.json").exists()
+
+    gateway = GatewayOptions(keys_reload_s=0)
+    ring = KeyRing.from_settings(Settings(database_url=postgres_url, gateway=gateway))
+    assert ring.authenticate(None, made["key"]).tenant == "acme"
+    result = cli(["keys", "revoke", "k1"], env)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("revoked k1 in PostgreSQL")
+    with pytest.raises(PageSightError, match="unknown or revoked"):
+        ring.authenticate(None, made["key"])
+    ring.close()
+    listed = as_json(cli(["keys", "list", "--json"], env))["keys"]
+    assert [(k["key_id"], k["revoked_at"] is not None) for k in listed] == [
+        ("k1", True),
+        ("k2", False),
+    ]
+    line = one_error(cli(["keys", "revoke", "k1"], env), "NOT_FOUND", "auth")
+    assert "in PostgreSQL" in line
+    line = one_error(
+        cli(["keys", "new", "--tenant", "x", "--key-id", "k2"], env), "INVALID_REQUEST", "auth"
+    )
+    assert "'k2'" in line
+
+    keys_file = tmp_path / "keys.json"  # --keys-file: that file, not the database
+    result = cli(["keys", "new", "--tenant", "acme", "--json", "--keys-file", keys_file], env)
+    assert as_json(result)["keys_file"] == str(keys_file)
+    assert len(as_json(cli(["keys", "list", "--json"], env))["keys"]) == 2
 
 
 def test_keys_drive_a_running_gateway(remote: Remote, local: dict[str, str | None]) -> None:
