@@ -34,6 +34,8 @@ def test_upload_search_page_image_delete(serve_app: RunningApp, tmp_path: Path) 
         png = client.page_image(accepted.doc_id, 1, highlight=found.hits[0].evidence or None)
         assert Image.open(io.BytesIO(png)).format == "PNG"
 
+        _assert_state_in_postgres(serve_app, accepted.doc_id, job.job_id)
+
         assert client.delete(accepted.doc_id).deleted
         with pytest.raises(ApiError) as err:
             client.document(accepted.doc_id)
@@ -42,6 +44,22 @@ def test_upload_search_page_image_delete(serve_app: RunningApp, tmp_path: Path) 
         with pytest.raises(ApiError) as err:
             client.trace(found.trace_id)
         assert err.value.status == 404
+
+
+def _assert_state_in_postgres(app: RunningApp, doc_id: str, job_id: str) -> None:
+    """The replicas wrote the catalog to PostgreSQL, not to SQLite files under data_dir."""
+    from core.settings import Settings
+    from ingestion.catalog import open_catalog
+
+    catalog = open_catalog(Settings(data_dir=app.data_dir, database_url=app.database_url))
+    try:
+        assert catalog.document("tenant-a", doc_id) is not None
+        job = catalog.job(job_id)
+        assert job is not None and job.state == JobState.READY
+        assert catalog.job_claims() == []
+    finally:
+        catalog.close()
+    assert not list(app.data_dir.glob("*.sqlite3"))
 
 
 def test_tenants_are_isolated(serve_app: RunningApp, tmp_path: Path) -> None:
