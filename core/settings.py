@@ -912,12 +912,18 @@ class DatabaseOptions(BaseModel):
         ),
     )
     job_lease_s: float = Field(
-        default=3600.0,
+        default=60.0,
         gt=0,
         description=(
-            "how long a worker's claim on an ingest job holds; a worker that died mid-job "
-            "frees it after this long (keep it above limits.parse_timeout_s)"
+            "how long a worker's claim on an ingest job holds without renewal (it is renewed "
+            "every third of this while the job runs): a worker that dies frees its job after "
+            "at most this long"
         ),
+    )
+    job_poll_s: float = Field(
+        default=2.0,
+        gt=0,
+        description="how often an idle ingest worker looks for jobs other replicas queued",
     )
 
 
