@@ -104,6 +104,10 @@ class PostgresDb:
                 yield conn
         except PoolTimeout as exc:
             raise _unavailable(f"no free database connection: {exc}") from None
+        except psycopg.errors.QueryCanceled as exc:  # statement_timeout_ms
+            raise PageSightError(
+                ErrorCode.TIMEOUT, Stage.DATABASE, f"database statement timed out: {exc}"
+            ) from None
         except psycopg.OperationalError as exc:
             raise _unavailable(f"database unreachable: {exc}") from None
 
