@@ -270,6 +270,11 @@ class CatalogRepository(Protocol):
         """Drop the claim on ``job_id`` if ``worker`` holds it (another's claim stays)."""
         ...
 
+    def renew_claims(self, worker: str, lease_s: float) -> int:
+        """Extend every unfinished job ``worker`` holds to ``lease_s`` from now; return how
+        many (a bulk run holds thousands: one statement, not one per job)."""
+        ...
+
     def job_claims(self) -> list[tuple[str, str]]:
         """(job id, worker) of every claimed job, live or expired: a restarted worker frees
         the claims of its dead predecessors on the same host without waiting for the lease."""

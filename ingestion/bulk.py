@@ -187,18 +187,32 @@ class BulkPlan:
     skipped: list[str] = field(default_factory=list)
     #: failed before the pipeline (missing file, a doc_id listed twice)
     failed: list[IngestJob] = field(default_factory=list)
+    #: unfinished jobs another live worker holds (a server replica, another run): left to it
+    held: list[str] = field(default_factory=list)
 
 
 class BulkPlanner:
     """Turns listed items into jobs: skips what is done, takes over a killed run's unfinished
-    jobs, queues the rest. Runs in the driver, the catalog's one writer."""
+    jobs, queues the rest. Runs in the driver, the catalog's one writer.
+
+    Every job it queues is claimed for ``worker`` (see :mod:`ingestion.claims`), so an index
+    service polling the same database never runs a bulk run's job too; the caller keeps the
+    claims alive for the run (:func:`ingestion.claims.held_claims`)."""
 
     def __init__(
-        self, catalog: CatalogRepository, writer: DocumentWriter, actor: str | None = None
+        self,
+        catalog: CatalogRepository,
+        writer: DocumentWriter,
+        actor: str | None = None,
+        *,
+        worker: str,
+        lease_s: float,
     ) -> None:
         self.catalog = catalog
         self.writer = writer
         self.actor = actor
+        self.worker = worker
+        self.lease_s = lease_s
 
     def plan(self, items: Iterable[BulkItem]) -> BulkPlan:
         plan = BulkPlan()
@@ -229,8 +243,12 @@ class BulkPlanner:
                     self.catalog.advance(job, JobState.READY, version=version, unchanged=True)
                 plan.skipped.append(job.doc_id)
                 continue
+            job = self._saved(job)
+            if self.catalog.claim_job(self.worker, self.lease_s, job.job_id) is None:
+                plan.held.append(job.doc_id)
+                continue
             job = self.catalog.advance(
-                self._saved(job), JobState.PARSING, version=version, attempts=job.attempts + 1
+                job, JobState.PARSING, version=version, attempts=job.attempts + 1
             )
             plan.tasks.append(BulkTask(job=job, version=version, title=item.title))
         return plan

@@ -33,7 +33,7 @@ from core.types import (
     JobState,
     Page,
 )
-from ingestion.catalog_base import QUEUE_ORDER, TERMINAL_STATES, BaseCatalog
+from ingestion.catalog_base import PAGE_NUMBERS, QUEUE_ORDER, TERMINAL_STATES, BaseCatalog
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -215,6 +215,15 @@ class Catalog(BaseCatalog):
                 (job_id, worker),
             )
 
+    def renew_claims(self, worker: str, lease_s: float) -> int:
+        with self._tx() as db:
+            cursor = db.execute(
+                f"UPDATE jobs SET lease_until = ? WHERE claimed_by = ?"
+                f" AND state NOT IN ({_marks(TERMINAL_STATES)})",
+                (time.time() + lease_s, worker, *TERMINAL_STATES),
+            )
+            return cursor.rowcount
+
     def job_claims(self) -> list[tuple[str, str]]:
         rows = self._rows(
             "SELECT job_id, claimed_by FROM jobs WHERE claimed_by IS NOT NULL ORDER BY job_id"
@@ -336,6 +345,8 @@ class Catalog(BaseCatalog):
         return [Page.model_validate_json(r[0]) for r in rows]
 
     def page(self, tenant: str, doc_id: str, page_number: int) -> Page | None:
+        if page_number not in PAGE_NUMBERS:
+            return None
         rows = self._rows(
             "SELECT body FROM pages WHERE tenant = ? AND doc_id = ? AND page_number = ?",
             (tenant, doc_id, page_number),

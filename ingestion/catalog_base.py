@@ -20,6 +20,11 @@ TERMINAL_STATES = tuple(s.value for s in JobState if s.terminal)
 #: reverse of :meth:`Catalog.jobs`' ``created_at DESC, job_id``).
 QUEUE_ORDER = "created_at, job_id DESC"
 
+#: Page numbers a catalog can hold (a 32-bit column on PostgreSQL). A caller may ask for any
+#: integer (a URL path's): beyond these no page exists, and the driver is never handed one
+#: it cannot bind (SQLite overflows past 64 bits).
+PAGE_NUMBERS = range(1, 2**31)
+
 
 def _now() -> datetime:
     return datetime.now(UTC)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from core.postgres import SharedDb, TenantTable, jsonb, open_database
 from core.settings import Settings
 from core.types import AuditEntry, Document, DocumentStructure, IngestJob, JobState, Page
-from ingestion.catalog_base import QUEUE_ORDER, TERMINAL_STATES, BaseCatalog
+from ingestion.catalog_base import PAGE_NUMBERS, QUEUE_ORDER, TERMINAL_STATES, BaseCatalog
 
 if TYPE_CHECKING:
     import psycopg
@@ -159,6 +159,15 @@ class PostgresCatalog(BaseCatalog):
                 (job_id, worker),
             )
 
+    def renew_claims(self, worker: str, lease_s: float) -> int:
+        with self._db.tx() as conn:
+            cursor = conn.execute(
+                "UPDATE jobs SET lease_until = now() + %s * interval '1 second'"
+                f" WHERE claimed_by = %s AND {_UNFINISHED}",
+                (float(lease_s), worker),
+            )
+            return int(cursor.rowcount)
+
     def job_claims(self) -> list[tuple[str, str]]:
         rows = self._db.rows(
             "SELECT job_id, claimed_by FROM jobs WHERE claimed_by IS NOT NULL"
@@ -283,6 +292,8 @@ class PostgresCatalog(BaseCatalog):
         return [Page.model_validate_json(r[0]) for r in rows]
 
     def page(self, tenant: str, doc_id: str, page_number: int) -> Page | None:
+        if page_number not in PAGE_NUMBERS:
+            return None
         rows = self._db.rows(
             *_PAGES.select(
                 "body::text", tenant, "doc_id = %s AND page_number = %s", [doc_id, page_number]

@@ -19,7 +19,7 @@ import os
 import secrets
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from core.protocols import CatalogRepository
@@ -75,21 +75,45 @@ def claimed_job(
     if job is None:
         yield None
         return
+    try:
+        with _renewing(lambda: catalog.claim_job(worker, lease_s, job.job_id), lease_s):
+            yield job
+    finally:
+        catalog.release_job(job.job_id, worker)
+
+
+@contextmanager
+def held_claims(catalog: CatalogRepository, worker: str, lease_s: float) -> Iterator[None]:
+    """Keep every claim ``worker`` takes during the block alive (one renewal statement every
+    third of the lease, however many jobs), and release the unfinished ones after: a bulk run
+    claims its jobs as it plans them and holds them until its pipeline has written them."""
+    try:
+        with _renewing(lambda: catalog.renew_claims(worker, lease_s), lease_s):
+            yield
+    finally:
+        for job_id, holder in catalog.job_claims():
+            if holder == worker:
+                catalog.release_job(job_id, worker)
+
+
+@contextmanager
+def _renewing(renew: Callable[[], object], lease_s: float) -> Iterator[None]:
+    """Call ``renew`` every third of the lease on a thread until the block ends (or ``renew``
+    returns None: the job finished meanwhile, terminal jobs are not claimable)."""
     stop = threading.Event()
 
-    def renew() -> None:
+    def loop() -> None:
         while not stop.wait(lease_s / 3):
             try:
-                if catalog.claim_job(worker, lease_s, job.job_id) is None:
-                    return  # finished meanwhile (terminal jobs are not claimable)
+                if renew() is None:
+                    return
             except Exception:  # a database hiccup: the next renewal may succeed
-                log.warning("could not renew the claim on job %s", job.job_id, exc_info=True)
+                log.warning("could not renew job claims", exc_info=True)
 
-    renewer = threading.Thread(target=renew, name=f"lease-{job.job_id[:8]}", daemon=True)
+    renewer = threading.Thread(target=loop, name="claim-renewal", daemon=True)
     renewer.start()
     try:
-        yield job
+        yield
     finally:
         stop.set()
         renewer.join()
-        catalog.release_job(job.job_id, worker)

@@ -42,6 +42,7 @@ from ingestion.bulk import (
     list_sources,
     task_rows,
 )
+from ingestion.claims import held_claims, new_worker_id, release_dead_local_claims
 
 if TYPE_CHECKING:
     import ray.data
@@ -85,20 +86,31 @@ def run_bulk(
 ) -> BulkReport:
     """List, plan, run the pipeline and write; return the report (never raises for a file)."""
     items = list_sources(source, settings.bulk, tenant, acl)
-    with open_bulk_stack(settings) as stack:
-        plan = BulkPlanner(stack.catalog, stack.ingestor.writer, actor).plan(items)
+    worker, lease_s = new_worker_id(), settings.database.job_lease_s
+    with open_bulk_stack(settings) as stack, held_claims(stack.catalog, worker, lease_s):
+        release_dead_local_claims(stack.catalog, worker)  # a killed run's, on this host
+        planner = BulkPlanner(
+            stack.catalog, stack.ingestor.writer, actor, worker=worker, lease_s=lease_s
+        )
+        plan = planner.plan(items)
+        if plan.held:
+            log.warning(
+                "%d document(s) are being ingested by another worker, left to it: %s",
+                len(plan.held),
+                ", ".join(plan.held[:5]) + (" ..." if len(plan.held) > 5 else ""),
+            )
         report = BulkReport(
             source=source,
             files=len(items),
             stages={name: StageStats(workers=1) for name in STAGES},
             jobs=list(plan.failed),
-            skipped=len(plan.skipped),
+            skipped=len(plan.skipped) + len(plan.held),
         )
         progress = BulkProgress(
             files_total=len(items),
-            files_done=len(plan.failed) + len(plan.skipped),
+            files_done=len(plan.failed) + len(plan.skipped) + len(plan.held),
             failed=len(plan.failed),
-            skipped=len(plan.skipped),
+            skipped=len(plan.skipped) + len(plan.held),
         )
         if on_progress is not None:
             on_progress(progress)

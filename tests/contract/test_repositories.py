@@ -166,6 +166,8 @@ def test_page_reads_one_page_of_one_tenant(catalog: CatalogRepository) -> None:
     page = catalog.page("a", "d", 2)
     assert page is not None and (page.page_number, page.image_ref) == (2, "img-2")
     assert catalog.page("a", "d", 4) is None and catalog.page("a", "nope", 1) is None
+    for beyond in (0, -1, 2**31, 10**30):  # any integer a URL can carry: no page, no error
+        assert catalog.page("a", "d", beyond) is None
     assert catalog.page("b", "d", 2) is None and catalog.page("c", "d", 1) is None
     other = catalog.page("b", "d", 1)
     assert other is not None and other.image_ref == "other-1"
@@ -242,6 +244,23 @@ def test_claims(catalog: CatalogRepository) -> None:
     taken = catalog.claim_job("w2", 30)
     assert taken is not None and taken.job_id == third
     assert catalog.job_claims() == [(third, "w2")]
+
+
+def test_renew_claims_extends_every_unfinished_job_of_one_worker(
+    catalog: CatalogRepository,
+) -> None:
+    jobs = [_job(catalog, "a", f"d{i}") for i in range(3)]
+    for job_id in jobs:
+        assert catalog.claim_job("w1", 0.2, job_id) is not None
+    other = _job(catalog, "b", "x")
+    assert catalog.claim_job("w2", 0.2, other) is not None
+    catalog.advance(catalog.job(jobs[2]), JobState.READY)  # finished: nothing to renew
+    assert catalog.renew_claims("w1", 30) == 2
+    time.sleep(0.4)  # w2's lease ran out, w1's were renewed
+    taken = catalog.claim_job("w3", 30)
+    assert taken is not None and taken.job_id == other
+    assert catalog.claim_job("w3", 30) is None
+    assert catalog.renew_claims("nobody", 30) == 0
 
 
 def test_claims_take_the_queue_in_order(catalog: CatalogRepository) -> None:
