@@ -91,6 +91,7 @@ test-fast: setup
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/hadolint Dockerfile.gpu
 
 typecheck: setup
 	$(BIN)/mypy
