@@ -77,7 +77,6 @@ class PostgresDb:
         from psycopg_pool import ConnectionPool
 
         self.dsn = dsn
-        self.options = options
         self._pool: ConnectionPool = ConnectionPool(
             dsn,
             min_size=options.pool_min_size,
@@ -91,7 +90,6 @@ class PostgresDb:
         except Exception as exc:
             self._pool.close()
             raise _unavailable(f"cannot connect to PostgreSQL: {exc}") from None
-        self._users = 0
 
     @contextmanager
     def tx(self) -> Iterator[psycopg.Connection[Any]]:
@@ -121,7 +119,7 @@ class PostgresDb:
 
 @dataclass(frozen=True)
 class TenantTable:
-    """Statements over one tenant's rows of a table: the tenant predicate is added here and
+    """Reads and deletes over one tenant's rows of a table: the tenant predicate is added here and
     nowhere else, so a repository method cannot forget it. ``where`` and ``tail`` are SQL with
     ``%s`` placeholders for ``args``; the tenant is always the first placeholder."""
 
@@ -141,16 +139,6 @@ class TenantTable:
         self, tenant: str, where: str = "", args: Sequence[object] = (), tail: str = ""
     ) -> tuple[str, list[object]]:
         return self._scoped(f"DELETE FROM {self.name}", tenant, where, args, tail)
-
-    def update(
-        self, assignments: str, tenant: str, where: str = "", args: Sequence[object] = ()
-    ) -> tuple[str, list[object]]:
-        """``assignments`` may hold placeholders too: they come first in ``args``."""
-        n = assignments.count("%s")
-        sql = f"UPDATE {self.name} SET {assignments} WHERE tenant = %s"
-        if where:
-            sql += f" AND ({where})"
-        return sql, [*args[:n], tenant, *args[n:]]
 
     def _scoped(
         self, head: str, tenant: str, where: str, args: Sequence[object], tail: str

@@ -99,18 +99,19 @@ def run_bulk(
                 len(plan.held),
                 ", ".join(plan.held[:5]) + (" ..." if len(plan.held) > 5 else ""),
             )
+        skipped = len(plan.skipped) + len(plan.held)  # done, or another worker's to do
         report = BulkReport(
             source=source,
             files=len(items),
             stages={name: StageStats(workers=1) for name in STAGES},
             jobs=list(plan.failed),
-            skipped=len(plan.skipped) + len(plan.held),
+            skipped=skipped,
         )
         progress = BulkProgress(
             files_total=len(items),
-            files_done=len(plan.failed) + len(plan.skipped) + len(plan.held),
+            files_done=len(plan.failed) + skipped,
             failed=len(plan.failed),
-            skipped=len(plan.skipped) + len(plan.held),
+            skipped=skipped,
         )
         if on_progress is not None:
             on_progress(progress)

@@ -852,12 +852,6 @@ KeysFile = Annotated[
 ]
 
 
-def _default_keys_file(settings: Settings) -> Path:
-    from gateway.auth import default_keys_file
-
-    return default_keys_file(settings)
-
-
 @contextlib.contextmanager
 def _key_store(keys_file: Path | None) -> Iterator[KeyStore]:
     """The store the keys commands act on (:func:`gateway.auth.open_key_store`), closed after."""
@@ -1094,8 +1088,10 @@ def serve(
     ] = False,
 ) -> None:
     """Run the gateway and the index service on this machine (embedded index by default)."""
+    from gateway.auth import default_keys_file
+
     settings = Settings()
-    keys = _default_keys_file(settings)
+    keys = default_keys_file(settings)
     no_keys_configured = not settings.gateway.api_keys and settings.gateway.api_keys_file is None
     # With a database, keys live there (`pagesight keys new` writes them): nothing to check here.
     if no_keys_configured and settings.database_url is None:

@@ -151,7 +151,3 @@ def test_tenant_table_adds_the_tenant_first() -> None:
         ["t1", "d"],
     )
     assert pages.delete("t1") == ("DELETE FROM pages WHERE tenant = %s", ["t1"])
-    assert pages.update("image_ref = %s", "t1", "doc_id = %s", ["x", "d"]) == (
-        "UPDATE pages SET image_ref = %s WHERE tenant = %s AND (doc_id = %s)",
-        ["x", "t1", "d"],
-    )
