@@ -33,6 +33,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from core.errors import ErrorCode, PageSightError, Stage
@@ -73,13 +74,16 @@ from gateway.protocol import (
 )
 from gateway.sources import SourcePolicy
 from gateway.tracing import current_trace_id
+from index.base import IndexSchema
+from index.forwarded import read_primitive
 from index.traces import open_traces
+from index.vectors import CHUNK_COLLECTION, PAGE_COLLECTION
 from ingestion.claims import claimed_job, new_worker_id, release_dead_local_claims
 from ingestion.ingest import DocumentParseFn, IngestRequest, is_current
 from query.answer import AnsweredQuery, AnswerPipeline
 from services.engine import build_answer_pipeline
 from services.page_images import stored_page
-from services.stack import LocalStack
+from services.stack import LocalStack, StoreOpener
 
 log = logging.getLogger(__name__)
 
@@ -144,11 +148,13 @@ class IndexService:
         parse: DocumentParseFn | None = None,
         ingest_embedder: TextEmbedder | None = None,
         page_embedder: PageEmbedder | None = None,
+        open_store: StoreOpener | None = None,
     ) -> None:
         self.settings = settings
         self._parse = parse
         self._ingest_embedder = ingest_embedder
         self._page_embedder = page_embedder
+        self._open_store = open_store
         self.metrics = ServiceMetrics()
         self.sources = SourcePolicy(
             settings.gateway.uri_allowlist,
@@ -161,6 +167,8 @@ class IndexService:
         self._queue: queue.Queue[str] = queue.Queue()
         self._search_slots = FifoSlots(settings.retrieval.parallel_searches or os.cpu_count() or 1)
         self._worker: threading.Thread | None = None
+        #: whether this process ingests (False: a query replica, or a command that only reads)
+        self._ingests = True
         #: this process's id in job claims (two workers never run the same job)
         self.worker_id = new_worker_id()
         self._warm_error: str | None = None
@@ -186,6 +194,7 @@ class IndexService:
                 parse=self._parse,
                 ingest_embedder=self._ingest_embedder,
                 page_embedder=self._page_embedder,
+                open_store=self._open_store,
             )
             self._stack.embedder.warm_up()
             self._traces = open_traces(self.settings)
@@ -194,6 +203,7 @@ class IndexService:
         except Exception as exc:
             self._warm_error = f"{type(exc).__name__}: {exc}"
             raise
+        self._ingests = worker
         if not worker:
             return
         release_dead_local_claims(self._stack.catalog, self.worker_id)
@@ -218,8 +228,9 @@ class IndexService:
         checks = {
             "index_open": self._stack is not None,
             "text_model_loaded": self._stack is not None,
-            "ingest_worker_alive": self._worker is not None and self._worker.is_alive(),
         }
+        if self._ingests:
+            checks["ingest_worker_alive"] = self._worker is not None and self._worker.is_alive()
         if self.settings.visual.active:
             checks["page_model_configured"] = (
                 self._stack is not None and self._stack.page_embedder is not None
@@ -232,6 +243,22 @@ class IndexService:
     def metrics_text(self) -> bytes:
         self.metrics.queue_depth.set(self._queue.qsize())
         return self.metrics.render()
+
+    def index_schemas(self) -> dict[str, tuple[IndexSchema, str]]:
+        """Schema and live version of each open index, by name (what a query replica needs to
+        open a :class:`index.forwarded.ForwardedVectorStore` on this process)."""
+        stack = self._ready()
+        stores = {CHUNK_COLLECTION: stack.store, PAGE_COLLECTION: stack.page_store}
+        return {name: (s.schema, s.collection) for name, s in stores.items() if s is not None}
+
+    def read_index(self, name: str, primitive: str, args: tuple[Any, ...]) -> Any:
+        """One read of a query replica's forwarded store: on the embedded engine this process
+        is the only one that may open the index (:mod:`index.forwarded`)."""
+        stack = self._ready()
+        store = stack.page_store if name == PAGE_COLLECTION else stack.store
+        if name not in (CHUNK_COLLECTION, PAGE_COLLECTION) or store is None:
+            raise PageSightError(ErrorCode.NOT_FOUND, Stage.QUERY, f"no open index {name!r}")
+        return read_primitive(store, primitive, args)
 
     # -- search ------------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import getpass
 import os
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -38,6 +39,10 @@ from query.multistep import MultiStepSearch
 from query.planner import build_planner
 from query.retrieval import Retriever
 
+#: opens the live store of one index (name, the schema this process needs); the default is
+#: :func:`index.live.open_live_store` on this process's settings
+StoreOpener = Callable[[str, IndexSchema], VectorStore]
+
 
 def chunk_schema(embedder: SentenceTransformerEmbedder, sparse: Bm25Encoder) -> IndexSchema:
     """What the chunk collection is built with; opening it with anything else is an error."""
@@ -65,6 +70,8 @@ class LocalStack:
     Engines may be injected: the Ray application passes adapters that call its parser, text
     and page embedder deployments, so only the index work runs here. ``embedder`` (queries)
     always runs in-process: embedding one query locally is cheaper than a hop to a replica.
+    ``open_store`` replaces how the indexes are opened: a query replica on the embedded engine
+    reads through the process that owns it (:mod:`index.forwarded`).
     """
 
     def __init__(
@@ -74,16 +81,21 @@ class LocalStack:
         parse: DocumentParseFn | None = None,
         ingest_embedder: TextEmbedder | None = None,
         page_embedder: PageEmbedder | None = None,
+        open_store: StoreOpener | None = None,
     ) -> None:
         from index.live import open_live_store
 
+        def open_live(name: str, schema: IndexSchema) -> VectorStore:
+            return open_live_store(settings, name, schema)
+
+        open_store = open_store or open_live
         self.settings = settings
         self.embedder = SentenceTransformerEmbedder(settings.embedder)
         self.sparse = Bm25Encoder(settings.sparse)
         # Live stores follow the alias: a re-index or rollback promoted meanwhile is switched
         # to without a restart (index.live).
-        self.store: VectorStore = open_live_store(
-            settings, CHUNK_COLLECTION, chunk_schema(self.embedder, self.sparse)
+        self.store: VectorStore = open_store(
+            CHUNK_COLLECTION, chunk_schema(self.embedder, self.sparse)
         )
         if ingest_embedder is not None and ingest_embedder.model_id != self.embedder.model_id:
             raise ValueError(
@@ -97,8 +109,7 @@ class LocalStack:
                 from models.colqwen import ColQwen2Embedder
 
                 self.page_embedder = ColQwen2Embedder(settings.visual)
-            self.page_store = open_live_store(
-                settings,
+            self.page_store = open_store(
                 PAGE_COLLECTION,
                 IndexSchema.for_pages(
                     name=PAGE_VECTOR,

@@ -7,10 +7,12 @@ Python: the data here stays small.
 
 from __future__ import annotations
 
+import pickle
 import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -27,11 +29,13 @@ from index.base import (
     IndexPoint,
     IndexSchema,
     MultiVectorSpec,
+    Selection,
     SparseVectorSpec,
     VectorStore,
     pooled_vector_name,
 )
 from index.edge import EdgeVectorStore
+from index.forwarded import ForwardedVectorStore, read_primitive
 from index.qdrant_server import QdrantServerStore
 from models.pooling import pool_rows_cols, query_centroids
 
@@ -959,3 +963,67 @@ def test_page_schema_ties_the_pooled_first_stage_to_its_full_vector() -> None:
         MultiVectorSpec(dim=PAGE_DIM, model_id="m", quantization="int8")
     with pytest.raises(ValueError, match="both pooled_from and pooling"):
         MultiVectorSpec(dim=PAGE_DIM, model_id="m", pooled_from="page")
+
+
+class _ForwardedOverEdge(ForwardedVectorStore):
+    """A query replica's view of an embedded index: reads go through the forwarding call (each
+    request and reply pickled, as a Ray handle call does) to :func:`read_primitive` on the
+    owner's store; writes go to the owner's store directly, as the owner's ingest does."""
+
+    def __init__(self, owner: VectorStore) -> None:
+        def call(primitive: str, args: tuple[Any, ...]) -> Any:
+            reply = read_primitive(owner, primitive, pickle.loads(pickle.dumps(args)))
+            return pickle.loads(pickle.dumps(reply))
+
+        super().__init__(owner.schema, call, owner="test owner", collection=owner.collection)
+        self.owner = owner
+
+    def _upsert(self, points: Sequence[IndexPoint]) -> None:
+        self.owner._upsert(points)
+
+    def _delete(self, selection: Selection) -> None:
+        self.owner._delete(selection)
+
+    def _flush(self) -> None:
+        self.owner._flush()
+
+    def optimize(self) -> None:
+        self.owner.optimize()
+
+    def _close(self) -> None:
+        self.owner.close()
+
+
+class TestForwardedVectorStore(VectorStoreContract):
+    """Reads forwarded to the owner of an embedded index answer as the index itself does."""
+
+    def create(self, root: Path, schema: IndexSchema) -> VectorStore:
+        return _ForwardedOverEdge(TestEdgeVectorStore().create(root, schema))
+
+    def reopen(self, root: Path, schema: IndexSchema | None) -> VectorStore:
+        return _ForwardedOverEdge(TestEdgeVectorStore().reopen(root, schema))
+
+    def test_writes_are_refused_where_the_index_is_not_owned(self, tmp_path: Path) -> None:
+        owner = EdgeVectorStore.create(tmp_path / "index", SCHEMA)
+        try:
+            reads = ForwardedVectorStore(
+                SCHEMA,
+                lambda primitive, args: read_primitive(owner, primitive, args),
+                owner="the owner",
+                collection=owner.collection,
+            )
+            point = make_point("c1", dense=unit(np.random.default_rng(1)))
+            for write in (lambda: reads.upsert([point]), reads.optimize):
+                with pytest.raises(PageSightError, match="read-only here: the owner owns it"):
+                    write()
+            assert owner.count() == 0
+        finally:
+            owner.close()
+
+    def test_the_owner_answers_reads_only(self, store: VectorStore) -> None:
+        assert isinstance(store, _ForwardedOverEdge)
+        for primitive in ("_upsert", "_delete", "_flush", "close", "__class__"):
+            with pytest.raises(PageSightError, match="not a forwarded index read") as err:
+                read_primitive(store.owner, primitive, ())
+            assert err.value.code == ErrorCode.INVALID_REQUEST
+        assert read_primitive(store.owner, "collection", ()) == store.owner.collection
