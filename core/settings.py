@@ -865,10 +865,25 @@ class GatewayOptions(BaseModel):
 
 
 class ServeOptions(BaseModel):
-    """How ``pagesight serve`` runs the Ray Serve application on this machine."""
+    """How ``pagesight serve`` runs the Ray Serve application: on a Ray it starts on this
+    machine, or on a running Ray cluster (``ray_address``)."""
 
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
+    ray_address: str | None = Field(
+        default=None,
+        description=(
+            "a running Ray cluster to deploy onto (e.g. 10.0.0.5:6379 or auto; `ray start "
+            "--head` prints it); unset = start Ray on this machine with num_cpus"
+        ),
+    )
+    proxy_location: Literal["HeadOnly", "EveryNode"] = Field(
+        default="HeadOnly",
+        description=(
+            "where Serve runs HTTP proxies: EveryNode on a cluster of machines; HeadOnly when "
+            "its nodes share one address (each proxy binds host:port)"
+        ),
+    )
     num_cpus: int | None = Field(default=None, ge=1, description="Ray's CPUs; unset = all")
     object_store_mb: int = Field(default=256, ge=75)
     start_timeout_s: float = Field(default=180.0, gt=0)

@@ -1,15 +1,23 @@
 """The Ray Serve application: deployments wired from plain classes, decorators applied here only.
 
-    HTTP ─ Gateway (FastAPI ingress, N replicas) ─┬─ IndexService (1 replica: owns the index,
-                                                  │   catalog, traces, ingest worker)
+    HTTP ─ Gateway (FastAPI ingress, N replicas) ─┬─ IndexService (the writers: uploads, deletes,
+                                                  │   the ingest worker; owns the embedded index)
                                                   │     ├─ Parser (CPU: render, layout, OCR)
                                                   │     ├─ TextEmbedder (ingestion batches)
                                                   │     └─ PageEmbedder (GPU, @serve.batch)
-                                                  └─ (visual queries reach PageEmbedder via
-                                                      IndexService)
+                                                  └─ Query (read_path: query; N replicas,
+                                                      autoscaled): searches, answers, reads
 
-A search costs one handle hop (gateway → index service): the query's text embedding runs in
-the index service itself, cheaper than another hop (~9 ms each here). Putting the index
+``read_path`` says where reads run. ``index`` (the default, one machine): everything goes to
+the index service. ``query``: searches, answers (with their LLM calls), page images, documents,
+jobs and traces run in the Query deployment, which reads PostgreSQL directly (it needs
+``PAGESIGHT_DATABASE_URL``) and the index: a Qdrant server directly, the embedded engine
+through the index service, its only owner (:mod:`index.forwarded`). Uploads and deletes stay
+with the index service; with a Qdrant server and PostgreSQL it may have any number of replicas
+(jobs are claimed in the database), on the embedded engine exactly one.
+
+A search costs one handle hop (gateway → index service or query): the query's text embedding
+runs where the search runs, cheaper than another hop (~9 ms each here). Putting the index
 service inside the gateway replica (``index_placement: colocated``) saves that hop but makes
 HTTP handling and search share one interpreter lock, which measured slower on two cores.
 Ingestion is queued by the index service and runs on its worker thread, calling the parser and
@@ -33,8 +41,9 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 from PIL import Image
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from core.errors import ErrorCode, PageSightError, Stage
 from core.protocols import PageEmbedding
 from core.settings import Settings
 from core.types import ParsedDocument
@@ -42,10 +51,13 @@ from gateway.app import build_app as build_gateway
 from gateway.auth import KeyRing
 from gateway.backend import ServiceClient
 from gateway.tracing import configure_json_logging
+from index.base import IndexSchema, VectorStore
+from index.forwarded import ForwardedVectorStore
 from ingestion.isolation import parse_isolated
 from ingestion.pipeline import SourceInfo
 from services.index_service import IndexService
 from services.remote import RemotePageEmbedder, RemoteParser, RemoteTextEmbedder
+from services.stack import StoreOpener
 
 log = logging.getLogger(__name__)
 
@@ -53,13 +65,65 @@ APP_NAME = "pagesight"
 _CALL_TIMEOUT_S = 600.0  # an embedding call may wait for a replica that is (re)loading weights
 
 
+#: the index service's methods a Query deployment answers when ``read_path`` is ``query``
+#: (reads only: uploads and deletes stay with the writers, as do readiness and metrics)
+QUERY_METHODS = frozenset(
+    {
+        "search",
+        "answer",
+        "answer_stream",
+        "trace",
+        "page_image",
+        "documents",
+        "document",
+        "structure",
+        "job",
+        "jobs",
+        "audit",
+    }
+)
+
+
+def handle_for(method: str, index: Any, query: Any | None) -> Any:
+    """The deployment that answers ``method`` of :class:`gateway.backend.IndexBackend`: the
+    Query deployment for reads when there is one, else the index service."""
+    return query if query is not None and method in QUERY_METHODS else index
+
+
+class Autoscaling(BaseModel):
+    """Serve's ``autoscaling_config`` for one deployment: replicas follow ongoing requests."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    min_replicas: int = Field(default=1, ge=0)
+    max_replicas: int = Field(default=4, ge=1)
+    target_ongoing_requests: float = Field(
+        default=2.0, gt=0, description="requests in flight per replica that Serve aims for"
+    )
+    upscale_delay_s: float = Field(default=30.0, ge=0)
+    downscale_delay_s: float = Field(default=600.0, ge=0)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Autoscaling:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError("autoscaling.min_replicas is above max_replicas")
+        return self
+
+
 class DeploymentResources(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     num_cpus: float = Field(default=0.5, ge=0)
     num_gpus: float = Field(default=0, ge=0)
-    replicas: int = Field(default=1, ge=1)
+    replicas: int = Field(default=1, ge=1, description="fixed replica count (no autoscaling)")
     max_ongoing_requests: int = Field(default=32, ge=1)
+    autoscaling: Autoscaling | None = Field(
+        default=None, description="replicas follow the load within these bounds (not replicas)"
+    )
+
+    @property
+    def most_replicas(self) -> int:
+        return self.autoscaling.max_replicas if self.autoscaling else self.replicas
 
 
 class AppArgs(BaseModel):
@@ -82,6 +146,16 @@ class AppArgs(BaseModel):
     page_embedder: DeploymentResources = Field(
         default_factory=lambda: DeploymentResources(num_cpus=0.5, num_gpus=0)
     )
+    query: DeploymentResources = Field(
+        default_factory=DeploymentResources, description="the Query deployment (read_path query)"
+    )
+    read_path: Literal["index", "query"] = Field(
+        default="index",
+        description=(
+            "index: the index service answers reads too (one machine); query: searches, answers "
+            "and other reads run in the Query deployment (needs PAGESIGHT_DATABASE_URL)"
+        ),
+    )
     index_placement: Literal["colocated", "separate"] = Field(
         default="separate",
         description=(
@@ -96,6 +170,26 @@ class AppArgs(BaseModel):
 
     def resolved_settings(self) -> Settings:
         return Settings(**self.settings)
+
+    def check(self, settings: Settings) -> None:
+        """Refuse a layout the stores cannot serve (before any replica starts)."""
+        from index.factory import index_backend
+
+        embedded = index_backend(settings) == "edge"
+        if self.read_path == "query":
+            if settings.database_url is None:
+                raise ValueError(
+                    "read_path 'query' needs PAGESIGHT_DATABASE_URL: query replicas and the "
+                    "writers share catalog, jobs and traces through PostgreSQL"
+                )
+            if self.index_placement == "colocated":
+                raise ValueError("read_path 'query' needs index_placement 'separate'")
+        if self.index.most_replicas > 1 and (embedded or settings.database_url is None):
+            raise ValueError(
+                "more than one IndexService replica needs a Qdrant server (PAGESIGHT_QDRANT_URL) "
+                "and PostgreSQL (PAGESIGHT_DATABASE_URL): the embedded index and SQLite catalog "
+                "have one writer"
+            )
 
 
 # -- deployment shells ---------------------------------------------------------------------------
@@ -167,16 +261,18 @@ async def _remote_engines(
     handles' ``describe()`` are awaited here; the adapters block only later, on worker threads.
     """
     text_info = await text_embedder.describe.remote()
-    page_info = await page_embedder.describe.remote() if page_embedder is not None else None
     return {
         "parse": RemoteParser(parser, timeout_s=settings.limits.parse_timeout_s + 60),
         "ingest_embedder": RemoteTextEmbedder(text_embedder, text_info, _CALL_TIMEOUT_S),
-        "page_embedder": (
-            RemotePageEmbedder(page_embedder, page_info, _CALL_TIMEOUT_S)
-            if page_embedder is not None and page_info is not None
-            else None
-        ),
+        "page_embedder": await _remote_page_embedder(page_embedder),
     }
+
+
+async def _remote_page_embedder(handle: Any | None) -> RemotePageEmbedder | None:
+    """The page embedder deployment behind the local protocol (None: no visual model)."""
+    if handle is None:
+        return None
+    return RemotePageEmbedder(handle, await handle.describe.remote(), _CALL_TIMEOUT_S)
 
 
 class IndexReplica(IndexService):
@@ -199,23 +295,79 @@ class IndexReplica(IndexService):
         _check(self)
 
 
-class GatewayReplica:
-    """The FastAPI ingress over the index service's deployment (one handle hop per call)."""
+class QueryReplica(IndexService):
+    """The read path as its own deployment (``read_path: query``): searches and answers (with
+    their rerankers and LLM calls) run here, on N replicas, with no ingest worker. The catalog
+    and traces are PostgreSQL's; the index is the Qdrant server's, or on the embedded engine
+    the index service's, read through it (:mod:`index.forwarded`)."""
 
-    def __init__(self, settings: Settings, index: Any) -> None:
+    async def __init__(  # type: ignore[misc]  # Serve awaits an async constructor
+        self, settings: Settings, index: Any, page_embedder: Any | None
+    ) -> None:
+        from index.factory import index_backend
+
+        configure_json_logging()
+        open_store = None
+        if index_backend(settings) == "edge":
+            open_store = _forwarded_stores(index, await index.index_schemas.remote(), settings)
+        super().__init__(
+            settings,
+            page_embedder=await _remote_page_embedder(page_embedder),
+            open_store=open_store,
+        )
+        await asyncio.to_thread(self.warm_up, False)
+
+    def check_health(self) -> None:
+        _check(self)
+
+
+def _forwarded_stores(
+    index: Any, owned: dict[str, tuple[IndexSchema, str]], settings: Settings
+) -> StoreOpener:
+    """Opens each index as a :class:`ForwardedVectorStore` reading through ``index`` (the
+    index service's handle), after checking it has the schema this replica needs."""
+
+    def open_store(name: str, schema: IndexSchema) -> VectorStore:
+        if name not in owned:
+            raise PageSightError(
+                ErrorCode.INDEX_FAILED, Stage.INDEX, f"the index service has no index {name!r}"
+            )
+        stored, collection = owned[name]
+        stored.require_same(schema, collection)
+
+        def call(primitive: str, args: tuple[Any, ...]) -> Any:
+            return index.read_index.remote(name, primitive, args).result(timeout_s=_CALL_TIMEOUT_S)
+
+        return ForwardedVectorStore(
+            stored,
+            call,
+            owner="the IndexService deployment",
+            collection=collection,
+            check_s=settings.index.alias_check_s,
+        )
+
+    return open_store
+
+
+class GatewayReplica:
+    """The FastAPI ingress over the index service's deployment, and the Query deployment's for
+    reads when there is one (one handle hop per call)."""
+
+    def __init__(self, settings: Settings, index: Any, query: Any | None = None) -> None:
         configure_json_logging()
 
-        async def invoke(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-            return await getattr(index, name).remote(*args, **kwargs)
+        def target(name: str) -> Any:
+            return handle_for(name, index, query)
 
-        streaming = index.options(stream=True)
+        async def invoke(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            return await getattr(target(name), name).remote(*args, **kwargs)
 
         async def stream(
             name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
         ) -> AsyncIterator[Any]:
             # A generator method of the index service (IndexService.answer_stream: Serve runs
             # a sync generator on its thread pool), its items streamed back one by one.
-            responses = getattr(streaming, name).remote(*args, **kwargs)
+            responses = getattr(target(name).options(stream=True), name).remote(*args, **kwargs)
             finished = False
             try:
                 async for item in responses:
@@ -272,8 +424,12 @@ def _check(service: IndexService) -> None:
 
 
 def _options(resources: DeploymentResources) -> dict[str, Any]:
-    return {
-        "num_replicas": resources.replicas,
+    replicas: dict[str, Any] = (
+        {"autoscaling_config": resources.autoscaling.model_dump()}
+        if resources.autoscaling is not None
+        else {"num_replicas": resources.replicas}
+    )
+    return replicas | {
         "max_ongoing_requests": resources.max_ongoing_requests,
         "ray_actor_options": {"num_cpus": resources.num_cpus, "num_gpus": resources.num_gpus},
     }
@@ -306,6 +462,7 @@ def build_app(args: AppArgs | dict[str, Any] | None = None) -> Any:
 
     args = args if isinstance(args, AppArgs) else AppArgs.model_validate(args or {})
     settings = args.resolved_settings()
+    args.check(settings)
     parser = serve.deployment(name="Parser", **_options(args.parser))(ParserReplica).bind(settings)
     text_embedder = serve.deployment(name="TextEmbedder", **_options(args.text_embedder))(
         TextEmbedderReplica
@@ -317,17 +474,23 @@ def build_app(args: AppArgs | dict[str, Any] | None = None) -> Any:
         ).bind(settings)
     engines = (settings, parser, text_embedder, page_embedder)
     if args.index_placement == "colocated":
-        options = _options(args.gateway) | {"num_replicas": 1, "health_check_period_s": 10}
+        options = _options(args.gateway.model_copy(update={"autoscaling": None, "replicas": 1}))
+        options["health_check_period_s"] = 10
         return serve.deployment(name="Gateway", **options)(
             serve.ingress()(GatewayIndexReplica)
         ).bind(*engines)
     index = serve.deployment(name="IndexService", health_check_period_s=10, **_options(args.index))(
         IndexReplica
     ).bind(*engines)
+    query = None
+    if args.read_path == "query":
+        query = serve.deployment(name="Query", health_check_period_s=10, **_options(args.query))(
+            QueryReplica
+        ).bind(settings, index, page_embedder)
     gateway = serve.deployment(name="Gateway", **_options(args.gateway))(
         serve.ingress()(GatewayReplica)
     )
-    return gateway.bind(settings, index)
+    return gateway.bind(settings, index, query)
 
 
 def run_local(
@@ -339,24 +502,32 @@ def run_local(
     object_store_mb: int,
     timeout_s: float,
     log_to_driver: bool = True,
+    address: str | None = None,
+    proxy_location: str = "HeadOnly",
 ) -> None:
-    """Start Ray on this machine and run the app; return once it answers (or raise).
+    """Start Ray on this machine (or join the cluster at ``address``) and run the app; return
+    once it answers (or raise).
 
     Serve's per-request access log is off: two lines per request per replica cost CPU that
     the gateway's metrics already account for; our own logs are JSON lines with trace ids.
+    The replicas get this process's settings (``build_app`` resolves them here and binds
+    them), so on a cluster the ``PAGESIGHT_*`` environment of this process is what counts.
     """
     import ray
     from ray import serve
     from ray.serve.schema import LoggingConfig
 
-    ray.init(
-        num_cpus=num_cpus,
-        object_store_memory=object_store_mb * 1024 * 1024,
-        include_dashboard=False,
-        configure_logging=False,
-        log_to_driver=log_to_driver,
-    )
-    serve.start(http_options={"host": host, "port": port})
+    if address is not None:
+        ray.init(address=address, configure_logging=False, log_to_driver=log_to_driver)
+    else:
+        ray.init(
+            num_cpus=num_cpus,
+            object_store_memory=object_store_mb * 1024 * 1024,
+            include_dashboard=False,
+            configure_logging=False,
+            log_to_driver=log_to_driver,
+        )
+    serve.start(proxy_location=proxy_location, http_options={"host": host, "port": port})
     started = time.monotonic()
     # run_many can return before the app is RUNNING: serve.run would wait forever for replicas
     # that do not fit the machine, so the deadline below is ours.

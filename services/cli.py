@@ -1087,7 +1087,8 @@ def serve(
         bool, typer.Option("--json", help='status as JSON lines: {"event": "serving", "url"}')
     ] = False,
 ) -> None:
-    """Run the gateway and the index service on this machine (embedded index by default)."""
+    """Run the gateway and the index service on this machine (embedded index by default), or
+    deploy them onto a running Ray cluster (PAGESIGHT_SERVE__RAY_ADDRESS)."""
     from gateway.auth import default_keys_file
 
     settings = Settings()
@@ -1130,6 +1131,8 @@ def serve(
             num_cpus=settings.serve.num_cpus,
             object_store_mb=settings.serve.object_store_mb,
             timeout_s=settings.serve.start_timeout_s,
+            address=settings.serve.ray_address,
+            proxy_location=settings.serve.proxy_location,
         )
         status("serving", f"PageSight is serving on {url} (Ctrl-C stops)")
         while True:

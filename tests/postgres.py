@@ -1,5 +1,6 @@
 """A real PostgreSQL server for tests: Debian's binaries (``make setup`` installs them), a
-cluster in a temp directory on a free port, started once per test session and stopped after.
+cluster in a temp directory on a free port, started once per test session and stopped after
+(:func:`running_postgres`; the gateway benchmark starts one the same way).
 
 Each test gets a database of its own, cloned from a template the migrations ran on once
 (``CREATE DATABASE ... TEMPLATE``: ~0.1 s), so tests never see each other's rows.
@@ -7,6 +8,7 @@ Each test gets a database of its own, cloned from a template the migrations ran 
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
@@ -82,6 +84,13 @@ def _as_server_user(cmd: list[str]) -> list[str]:
 
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
+    with running_postgres() as server:
+        yield server
+
+
+@contextlib.contextmanager
+def running_postgres() -> Iterator[PostgresServer]:
+    """A throwaway server (also what ``bench/`` runs against), stopped and deleted after."""
     from core.postgres import PostgresDb, upgrade
     from core.settings import DatabaseOptions
 

@@ -10,14 +10,22 @@ import yaml
 
 from core.errors import ErrorCode, PageSightError
 from core.links import page_image_url
-from core.settings import ApiKeyRecord
+from core.settings import ApiKeyRecord, Settings
 from gateway.auth import KeyRing, new_key
+from gateway.backend import IndexBackend
 from gateway.images import parse_highlight
 from gateway.key_stores import load_records, save_records
 from gateway.limits import ConcurrencyLimiter, RateLimited
 from gateway.sources import SourcePolicy
 from gateway.tracing import JsonLogFormatter, current_trace_id, trace_id_from_headers
-from services.app import AppArgs
+from services.app import (
+    QUERY_METHODS,
+    AppArgs,
+    Autoscaling,
+    DeploymentResources,
+    _options,
+    handle_for,
+)
 
 CONFIGS = sorted((Path(__file__).parents[2] / "services" / "serve").glob("*.yaml"))
 
@@ -140,3 +148,53 @@ def test_private_addresses_are_refused() -> None:
     with pytest.raises(PageSightError) as err:
         policy.fetch("http://localhost:9/a.pdf", Path("/nonexistent/x.pdf"))
     assert err.value.code == ErrorCode.SOURCE_NOT_ALLOWED and "non-public" in err.value.message
+
+
+def _cluster_args() -> AppArgs:
+    document = yaml.safe_load((CONFIGS[0].parent / "gpu-cluster.yaml").read_text())
+    return AppArgs.model_validate(document["applications"][0]["args"])
+
+
+def test_cluster_config_autoscales_the_read_path() -> None:
+    args = _cluster_args()
+    assert args.read_path == "query"
+    args.check(Settings(database_url="postgresql://u@db/p", qdrant_url="http://qdrant:6333"))
+    for resources in (args.gateway, args.query, args.text_embedder, args.page_embedder):
+        options = _options(resources)
+        assert "num_replicas" not in options
+        scaling = options["autoscaling_config"]
+        assert 1 <= scaling["min_replicas"] <= scaling["max_replicas"]
+        assert scaling["target_ongoing_requests"] <= resources.max_ongoing_requests
+    assert _options(args.index)["num_replicas"] == 2  # writers claim jobs in PostgreSQL
+    assert _options(args.page_embedder)["ray_actor_options"]["num_gpus"] == 1
+
+
+def test_layouts_the_stores_cannot_serve_are_refused() -> None:
+    cluster = _cluster_args()
+    with pytest.raises(ValueError, match="needs PAGESIGHT_DATABASE_URL"):
+        cluster.check(Settings(qdrant_url="http://qdrant:6333"))
+    with pytest.raises(ValueError, match="embedded index and SQLite catalog have one writer"):
+        cluster.check(Settings(database_url="postgresql://u@db/p"))  # embedded, 2 writers
+    one_writer = cluster.model_copy(update={"index": DeploymentResources(replicas=1)})
+    one_writer.check(Settings(database_url="postgresql://u@db/p"))  # reads through the owner
+    colocated = one_writer.model_copy(update={"index_placement": "colocated"})
+    with pytest.raises(ValueError, match="index_placement 'separate'"):
+        colocated.check(Settings(database_url="postgresql://u@db/p"))
+    AppArgs().check(Settings())  # the one-machine default
+    with pytest.raises(ValueError, match="min_replicas is above max_replicas"):
+        Autoscaling(min_replicas=3, max_replicas=2)
+
+
+def test_reads_go_to_the_query_deployment_and_writes_to_the_writers() -> None:
+    index, query = object(), object()
+    methods = {
+        name
+        for name, member in vars(IndexBackend).items()
+        if callable(member) and not name.startswith("_")
+    }
+    assert methods >= QUERY_METHODS
+    writes = {"submit_upload", "submit_uri", "delete"}
+    for method in methods:
+        expected = index if method in writes | {"readiness", "metrics_text"} else query
+        assert handle_for(method, index, query) is expected, method
+        assert handle_for(method, index, None) is index
