@@ -11,7 +11,7 @@ export OMP_THREAD_LIMIT ?= 1
 
 .PHONY: setup system-deps demo serve test test-fast test-e2e lint typecheck format bench bench-ocr \
 	bench-parse bench-bulk bench-maxsim bench-embed bench-gateway eval-smoke eval-ja eval-full lock clean \
-	setup-vllm test-vllm eval-answers calibrate-abstain db-upgrade
+	setup-vllm test-vllm eval-answers calibrate-abstain db-upgrade check-k8s k8s-sync
 
 setup: system-deps $(STAMP)
 
@@ -93,6 +93,16 @@ lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/hadolint Dockerfile.gpu
 
+# k8s/ validated offline (no cluster): Kubernetes schemas from kubernetes-validate's wheel,
+# KubeRay's written down in k8s/schemas/, the RayService's copy of the Serve config, the
+# kustomization's list, the labels the NetworkPolicies select on. CI runs it after lint.
+check-k8s: setup
+	$(BIN)/python -m k8s.validate
+
+# Copy services/serve/gpu-cluster.yaml into k8s/rayservice.yaml's serveConfigV2 after editing it.
+k8s-sync: setup
+	$(BIN)/python -m k8s.sync_serve_config
+
 typecheck: setup
 	$(BIN)/mypy
 
@@ -117,7 +127,7 @@ bench-maxsim: setup
 	env -u OMP_NUM_THREADS $(BIN)/python bench/bench_maxsim.py --out var/bench/maxsim.json
 
 bench-gateway: setup
-	$(BIN)/python bench/bench_gateway.py --out var/bench/gateway.json
+	$(BIN)/python bench/bench_gateway.py --query-replicas 2 --out var/bench/gateway.json
 
 bench-embed: setup
 	$(BIN)/python -m bench.bench_embed --device cpu --out var/bench/embed_cpu.json

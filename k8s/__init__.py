@@ -1,0 +1,1 @@
+"""Kubernetes manifests for PageSight on KubeRay, and their offline checks (validate.py)."""

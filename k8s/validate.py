@@ -1,0 +1,261 @@
+"""Offline checks of the Kubernetes manifests in k8s/ (`make check-k8s`, CI's k8s step).
+
+There is no cluster in CI, so nothing else would notice a misspelt field before a platform team
+applies these files. Core kinds are validated by kubernetes-validate against the Kubernetes
+OpenAPI schemas its wheel ships (strict: unknown fields fail; no network). KubeRay's kinds have
+no schema there: they are validated by the one written down from KubeRay's CRDs in
+k8s/schemas/, and each of their pod templates as a core PodTemplate. Then what ties the files
+together: the RayService serves services/serve/gpu-cluster.yaml, the kustomization lists the
+stack, every pod template carries the labels the NetworkPolicies select on, every container
+asks for resources, and the PageSight image has one tag everywhere.
+
+    python -m k8s.validate [DIR] [--serve-config FILE] [--kubernetes-version 1.33]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import yaml
+
+HERE = Path(__file__).resolve().parent
+SERVE_CONFIG = HERE.parent / "services" / "serve" / "gpu-cluster.yaml"
+RAY_SCHEMA = HERE / "schemas" / "ray.io_v1.schema.yaml"
+# The oldest Kubernetes the manifests are meant for: fields added after it fail here.
+KUBERNETES_VERSION = "1.33"
+APP_IMAGE = "ghcr.io/pagesight/pagesight-gpu"
+IMPORT_PATH = "services.app:build_app"
+PART_OF = "app.kubernetes.io/part-of"
+NAME = "app.kubernetes.io/name"
+# Manifests the kustomization leaves out on purpose (see kustomization.yaml's header).
+NOT_IN_KUSTOMIZATION = frozenset({"secrets.yaml", "db-migrate-job.yaml", "rayjob-bulk.yaml"})
+
+Doc = dict[str, Any]
+
+
+@dataclass
+class Result:
+    """One line of the report: a document (or the kustomization) and what is wrong with it."""
+
+    name: str
+    errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def load(path: Path) -> list[Doc]:
+    """The non-empty YAML documents of one file (libyaml's loader where present: 5x faster)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return [doc for doc in yaml.load_all(path.read_text(), Loader=loader) if doc is not None]
+
+
+def manifest_files(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.glob("*.yaml") if p.name != "kustomization.yaml")
+
+
+@functools.cache
+def _ray_validator(kind: str) -> jsonschema.protocols.Validator:
+    schema = yaml.safe_load(RAY_SCHEMA.read_text())
+    return jsonschema.Draft202012Validator({**schema, "$ref": f"#/$defs/{kind}"})
+
+
+def _path(parts: Any, where: str = "") -> str:
+    return "/".join([where, *map(str, parts)] if where else map(str, parts)) or "(top)"
+
+
+def pod_templates(doc: Doc) -> Iterator[tuple[str, Doc]]:
+    """(path, template) for every pod template in a manifest, Ray's and core workloads'."""
+    spec = doc.get("spec") or {}
+    if doc.get("apiVersion") == "ray.io/v1":
+        key = "rayClusterConfig" if doc.get("kind") == "RayService" else "rayClusterSpec"
+        cluster = spec.get(key) or {}
+        head = cluster.get("headGroupSpec") or {}
+        if isinstance(head.get("template"), dict):
+            yield f"spec/{key}/headGroupSpec/template", head["template"]
+        for i, group in enumerate(cluster.get("workerGroupSpecs") or []):
+            if isinstance(group, dict) and isinstance(group.get("template"), dict):
+                yield f"spec/{key}/workerGroupSpecs/{i}/template", group["template"]
+        if isinstance(spec.get("submitterPodTemplate"), dict):
+            yield "spec/submitterPodTemplate", spec["submitterPodTemplate"]
+    elif isinstance(spec.get("template"), dict) and doc.get("kind") != "PodTemplate":
+        yield "spec/template", spec["template"]
+
+
+def _kubernetes(doc: Doc, version: str, where: str = "", skip: int = 0) -> list[str]:
+    """kubernetes-validate's first error (it stops there), its path under `where` less `skip`
+    leading parts."""
+    try:
+        kubernetes_validate.validate(doc, version, strict=True)
+    except kubernetes_validate.ValidationError as error:
+        return [f"{_path(list(error.path)[skip:], where)}: {error.message}"]
+    except kubernetes_validate.SchemaNotFoundError as error:
+        return [error.message]
+    return []
+
+
+def check_schema(doc: Doc, version: str = KUBERNETES_VERSION) -> list[str]:
+    """The document against its kind's schema; Ray pod templates as core PodTemplates."""
+    if doc.get("apiVersion") != "ray.io/v1":
+        return _kubernetes(doc, version)
+    kind = doc.get("kind")
+    if kind not in ("RayService", "RayJob"):
+        return [f"no schema for ray.io/v1 {kind} in {RAY_SCHEMA.name}"]
+    found = sorted(_ray_validator(kind).iter_errors(doc), key=lambda e: _path(e.absolute_path))
+    errors = [f"{_path(error.absolute_path)}: {error.message}" for error in found]
+    for where, template in pod_templates(doc):
+        wrapped = {
+            "apiVersion": "v1",
+            "kind": "PodTemplate",
+            "metadata": {"name": "pod-template"},
+            "template": template,
+        }
+        errors += _kubernetes(wrapped, version, where, skip=1)  # less the wrapper's "template"
+    return errors
+
+
+def containers(template: Doc) -> list[Doc]:
+    spec = template.get("spec") or {}
+    return [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
+
+
+def check_conventions(doc: Doc) -> list[str]:
+    """What the schemas cannot say: no namespace (the platform team picks one), the labels the
+    NetworkPolicies select on, resource requests, pinned images."""
+    errors = []
+    if "namespace" in (doc.get("metadata") or {}):
+        errors.append("metadata/namespace: hard-coded (leave it to kubectl -n / kustomize)")
+    for where, template in pod_templates(doc):
+        labels = (template.get("metadata") or {}).get("labels") or {}
+        if labels.get(PART_OF) != "pagesight" or not labels.get(NAME):
+            errors.append(f"{where}/metadata/labels: needs {PART_OF}: pagesight and {NAME}")
+        for container in containers(template):
+            name, image = container.get("name"), str(container.get("image", ""))
+            if not (container.get("resources") or {}).get("requests"):
+                errors.append(f"{where}: container {name} has no resources.requests")
+            tag = image.rsplit("/", 1)[-1].partition(":")[2]
+            if tag in ("", "latest") and "@sha256:" not in image:
+                errors.append(f"{where}: container {name} image {image!r} is not pinned")
+    return errors
+
+
+def check_serve_config(doc: Doc, serve_config: Path = SERVE_CONFIG) -> tuple[list[str], list[str]]:
+    """(errors, notes): the RayService must serve exactly the Serve config file, and every
+    application must be PageSight's builder."""
+    text = (doc.get("spec") or {}).get("serveConfigV2")
+    if not isinstance(text, str):
+        return ["spec/serveConfigV2: missing"], []
+    try:
+        embedded = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        return [f"spec/serveConfigV2: not YAML: {error}"], []
+    errors, notes = [], []
+    if embedded != yaml.safe_load(serve_config.read_text()):
+        errors.append(f"spec/serveConfigV2: differs from {serve_config.name} (make k8s-sync)")
+    elif text != serve_config.read_text():
+        notes.append(f"equal to {serve_config.name} once parsed; make k8s-sync copies its text")
+    else:
+        notes.append(f"serveConfigV2 = {serve_config.name}")
+    for i, app in enumerate((embedded or {}).get("applications") or []):
+        if app.get("import_path") != IMPORT_PATH:
+            errors.append(f"spec/serveConfigV2: applications/{i}/import_path is not {IMPORT_PATH}")
+    return errors, notes
+
+
+def check_kustomization(directory: Path, docs: list[tuple[str, Doc]]) -> Result:
+    """The kustomization lists every manifest but the deliberate exceptions, only files that
+    exist, and sets the PageSight image's tag that the files apply on their own also pin."""
+    result = Result("kustomization.yaml")
+    path = directory / "kustomization.yaml"
+    if not path.is_file():
+        result.errors.append("missing")
+        return result
+    kustomization = yaml.safe_load(path.read_text()) or {}
+    if (kustomization.get("apiVersion"), kustomization.get("kind")) != (
+        "kustomize.config.k8s.io/v1beta1",
+        "Kustomization",
+    ):
+        result.errors.append("not a kustomize.config.k8s.io/v1beta1 Kustomization")
+    listed = list(kustomization.get("resources") or [])
+    result.errors += [
+        f"resources: {name} does not exist" for name in listed if not (directory / name).is_file()
+    ]
+    for name in sorted({p.name for p in manifest_files(directory)} - set(listed)):
+        if name not in NOT_IN_KUSTOMIZATION:
+            result.errors.append(f"resources: {name} is not listed")
+    for name in sorted(set(listed) & NOT_IN_KUSTOMIZATION):
+        result.errors.append(f"resources: {name} must be applied on its own, not listed")
+    tags = [
+        i.get("newTag") for i in kustomization.get("images") or [] if i.get("name") == APP_IMAGE
+    ]
+    if len(tags) != 1:
+        result.errors.append(f"images: needs one entry for {APP_IMAGE}")
+        return result
+    for where, doc in docs:
+        for _, template in pod_templates(doc):
+            for container in containers(template):
+                image = str(container.get("image", ""))
+                if image.startswith(f"{APP_IMAGE}:") and image != f"{APP_IMAGE}:{tags[0]}":
+                    result.errors.append(f"{where}: {image} is not the kustomization's {tags[0]}")
+    result.notes.append(f"{len(listed)} resources, {APP_IMAGE}:{tags[0]}")
+    return result
+
+
+def validate(
+    directory: Path = HERE,
+    serve_config: Path = SERVE_CONFIG,
+    version: str = KUBERNETES_VERSION,
+) -> list[Result]:
+    """Every document of every manifest in `directory`, then the kustomization."""
+    results, docs = [], []
+    for path in manifest_files(directory):
+        try:
+            loaded = load(path)
+        except yaml.YAMLError as error:
+            results.append(Result(path.name, [f"not YAML: {error}"]))
+            continue
+        for i, doc in enumerate(loaded):
+            if not isinstance(doc, dict):
+                results.append(Result(f"{path.name}[{i}]", ["not a mapping"]))
+                continue
+            name = f"{path.name}[{i}] {doc.get('kind')}/{(doc.get('metadata') or {}).get('name')}"
+            result = Result(name, check_schema(doc, version) + check_conventions(doc))
+            if doc.get("apiVersion") == "ray.io/v1":
+                templates = sum(1 for _ in pod_templates(doc))
+                result.notes.append(f"{RAY_SCHEMA.name}, {templates} pod templates as PodTemplate")
+            if doc.get("kind") == "RayService":
+                errors, notes = check_serve_config(doc, serve_config)
+                result.errors += errors
+                result.notes += notes
+            results.append(result)
+            docs.append((name, doc))
+    results.append(check_kustomization(directory, docs))
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("directory", nargs="?", type=Path, default=HERE)
+    parser.add_argument("--serve-config", type=Path, default=SERVE_CONFIG)
+    parser.add_argument("--kubernetes-version", default=KUBERNETES_VERSION)
+    args = parser.parse_args(argv)
+    results = validate(args.directory, args.serve_config, args.kubernetes_version)
+    for result in results:
+        status = "FAIL" if result.errors else "ok  "
+        notes = f" ({'; '.join(result.notes)})" if result.notes else ""
+        print(f"{status} {result.name}{notes}")
+        for error in result.errors:
+            print(f"       {error}")
+    failed = sum(1 for r in results if r.errors)
+    print(f"{len(results)} checked against Kubernetes {args.kubernetes_version}, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
