@@ -11,6 +11,13 @@ then the same searches with the same concurrency are called in-process on
 - ``overhead_ratio`` = served p50 / in-process p50 (what HTTP, the proxy and the handle hop
   cost on top of the search itself), and ``throughput_ratio`` = served rps / in-process rps.
 
+With ``--query-replicas N`` the read path of the cluster profile is measured too, in the same
+run: a throwaway PostgreSQL server (``tests/postgres.py``) gets the smoke installation
+(``pagesight db migrate-from-sqlite``), then the application runs with ``read_path: query``
+and 1 Query replica, then with N; ``query_scaling`` compares them (rps ratio, p99 ratio) and
+each with the index read path above. On the embedded index the Query replicas read through
+the index service, so on 2 cores this shows what the split costs, not scaling.
+
 Clients run in this process (asyncio + httpx), sharing the machine's cores with the server, as
 a sidecar load generator would. The in-process run goes first: the embedded index has a single
 writer, so it is closed before the server opens it.
@@ -154,24 +161,36 @@ async def _load(
 
 
 def app_args(
-    data_dir: Path, record: ApiKeyRecord, clients: int, gateway_replicas: int, placement: str
+    data_dir: Path,
+    record: ApiKeyRecord,
+    clients: int,
+    gateway_replicas: int,
+    placement: str,
+    query_replicas: int = 0,
+    database_url: str | None = None,
 ) -> AppArgs:
-    """The Serve application's arguments for the served run (validated here, before Ray)."""
+    """The Serve application's arguments for a served run (validated here, before Ray):
+    ``query_replicas`` > 0 runs reads in that many Query replicas (``database_url`` needed)."""
     from services.app import AppArgs, DeploymentResources
 
-    return AppArgs.model_validate(
+    settings: dict[str, Any] = {
+        "data_dir": str(data_dir),
+        "gateway": {"api_keys": [record.model_dump()], "max_concurrency_per_key": clients * 2},
+    }
+    if database_url is not None:
+        settings["database_url"] = database_url
+    args = AppArgs.model_validate(
         {
-            "settings": {
-                "data_dir": str(data_dir),
-                "gateway": {
-                    "api_keys": [record.model_dump()],
-                    "max_concurrency_per_key": clients * 2,
-                },
-            },
+            "settings": settings,
             "gateway": DeploymentResources(num_cpus=0.25, replicas=gateway_replicas),
             "index_placement": placement,
+            "read_path": "query" if query_replicas else "index",
+            # two cores' worth of shares: the index service gives up what the replicas take
+            "query": DeploymentResources(num_cpus=0.25, replicas=max(query_replicas, 1)),
         }
     )
+    args.check(args.resolved_settings())
+    return args
 
 
 def placements() -> tuple[list[str], str]:
@@ -189,6 +208,8 @@ def run_served(
     clients: int,
     gateway_replicas: int,
     placement: str,
+    query_replicas: int = 0,
+    database_url: str | None = None,
 ) -> dict[str, Any]:
     from gateway.auth import new_key
     from services.app import run_local, shutdown_local
@@ -197,7 +218,9 @@ def run_served(
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = int(sock.getsockname()[1])
-    args = app_args(data_dir, record, clients, gateway_replicas, placement)
+    args = app_args(
+        data_dir, record, clients, gateway_replicas, placement, query_replicas, database_url
+    )
     started = time.perf_counter()
     try:
         run_local(
@@ -221,6 +244,56 @@ def run_served(
     return result
 
 
+def query_scaling(
+    args: argparse.Namespace, questions: list[str], index_path: dict[str, Any]
+) -> dict[str, Any]:
+    """The Query deployment with 1 replica, then with ``args.query_replicas``, on a throwaway
+    PostgreSQL that holds the smoke installation's catalog; ratios of the second to the first
+    (and to the index read path, ``index_path``)."""
+    from core.postgres import PostgresDb
+    from core.settings import DatabaseOptions
+    from services.db_migrate import migrate_from_sqlite
+    from tests.postgres import running_postgres
+
+    with running_postgres() as server:
+        url = server.url(server.new_database())
+        db = PostgresDb(url, DatabaseOptions(pool_min_size=0))
+        try:
+            migrate_from_sqlite(args.data_dir, db)
+        finally:
+            db.close()
+        runs = {}
+        for replicas in (1, args.query_replicas):
+            runs[replicas] = run_served(
+                args.data_dir,
+                questions,
+                args.requests,
+                args.clients,
+                args.gateway_replicas,
+                args.index_placement,
+                query_replicas=replicas,
+                database_url=url,
+            )
+            print(f"query x{replicas}:  {runs[replicas]}", flush=True)
+    one, many = runs[1], runs[args.query_replicas]
+    rps_ratio = round(many["rps"] / one["rps"], 2)
+    p99_ratio = round(many["p99_ms"] / one["p99_ms"], 2)
+    return {
+        "replicas": args.query_replicas,
+        "rps_ratio": rps_ratio,
+        "p99_ratio": p99_ratio,
+        "rps_ratio_vs_index_path": round(many["rps"] / index_path["rps"], 2),
+        "p99_ratio_vs_index_path": round(many["p99_ms"] / index_path["p99_ms"], 2),
+        "targets": {
+            "rps_ratio>=0.9": rps_ratio >= 0.9,
+            "p99_no_worse": p99_ratio <= 1.0,
+            "errors==0": one["errors"] == 0 and many["errors"] == 0,
+        },
+        "one_replica": one,
+        "replicas_run": many,
+    }
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -232,6 +305,12 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--gateway-replicas", type=int, default=1)
     choices, default = placements()
     ap.add_argument("--index-placement", choices=choices, default=default)
+    ap.add_argument(
+        "--query-replicas",
+        type=int,
+        default=0,
+        help="also measure read_path query with 1 and with this many Query replicas (PostgreSQL)",
+    )
     ap.add_argument("--out", type=Path, required=True)
     return ap
 
@@ -263,6 +342,7 @@ def main() -> None:
         args.index_placement,
     )
     print(f"served:     {served}", flush=True)
+    scaling = query_scaling(args, questions, served) if args.query_replicas > 0 else None
     result = {
         "rps": served["rps"],
         "p50_ms": served["p50_ms"],
@@ -272,6 +352,7 @@ def main() -> None:
         "throughput_ratio": round(served["rps"] / baseline["rps"], 2),
         "served": served,
         "in_process": baseline,
+        "query_scaling": scaling,
         "targets": {
             "rps>=30": served["rps"] >= 30,
             "p99_ms<=500": served["p99_ms"] <= 500,
@@ -287,6 +368,7 @@ def main() -> None:
             "pages_ingested_now": pages,
             "gateway_replicas": args.gateway_replicas,
             "index_placement": args.index_placement,
+            "query_replicas": args.query_replicas,
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
         },
@@ -305,6 +387,7 @@ def main() -> None:
                     "overhead_ratio",
                     "throughput_ratio",
                     "targets",
+                    "query_scaling",
                 )
             },
             indent=2,

@@ -58,3 +58,24 @@ def test_every_placement_choice_is_an_app_args_value(tmp_path: Path) -> None:
 def test_unknown_placement_is_refused_at_parse_time(tmp_path: Path) -> None:
     with pytest.raises(SystemExit):
         bench_gateway.parser().parse_args(["--out", "x.json", "--index-placement", "auto"])
+
+
+def test_query_replica_runs_build_the_cluster_read_path(tmp_path: Path) -> None:
+    argv = _make_target_argv()
+    args = bench_gateway.parser().parse_args(argv)
+    assert args.query_replicas == 2  # `make bench-gateway` measures the read path's replicas
+    _, record = new_key("bench", bench_gateway.TENANT)
+    built = bench_gateway.app_args(
+        tmp_path / "data",
+        record,
+        args.clients,
+        args.gateway_replicas,
+        args.index_placement,
+        query_replicas=args.query_replicas,
+        database_url="postgresql://bench@127.0.0.1:5432/bench",
+    )
+    assert (built.read_path, built.query.replicas) == ("query", 2)
+    with pytest.raises(ValueError, match="needs PAGESIGHT_DATABASE_URL"):
+        bench_gateway.app_args(
+            tmp_path / "data", record, 16, 1, args.index_placement, query_replicas=2
+        )
