@@ -521,6 +521,9 @@ def run_local(
         ray.init(address=address, configure_logging=False, log_to_driver=log_to_driver)
     else:
         ray.init(
+            # "local": a Ray of our own even when this machine has a cluster running (ray.init()
+            # alone would join the one /tmp/ray/ray_current_cluster names)
+            address="local",
             num_cpus=num_cpus,
             object_store_memory=object_store_mb * 1024 * 1024,
             include_dashboard=False,

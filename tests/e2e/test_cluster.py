@@ -14,10 +14,12 @@ import contextlib
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -186,6 +188,9 @@ def cluster(
         )
         config_path = root / "one-machine.yaml"
         config_path.write_text(yaml.safe_dump(config))
+        # Ray's files in a directory of the test's (short: Ray's socket paths must stay under
+        # 108 bytes), so that no /tmp/ray/ray_current_cluster is left for a later ray.init()
+        ray_dir = Path(tempfile.mkdtemp(prefix="ps-ray-"))
         gcs_port, http_port = _free_port(), _free_port()
         address = f"127.0.0.1:{gcs_port}"
         nodes = [
@@ -193,6 +198,7 @@ def cluster(
                 [
                     "--head",
                     f"--port={gcs_port}",
+                    f"--temp-dir={ray_dir}",
                     "--node-ip-address=127.0.0.1",
                     "--include-dashboard=false",
                     "--min-worker-port=20000",
@@ -244,6 +250,7 @@ def cluster(
                 _stop(server, signal.SIGINT, 60)  # Ctrl-C: serve.shutdown(), then disconnect
             for node in reversed(nodes):
                 _stop(node, signal.SIGTERM, 60)
+            shutil.rmtree(ray_dir, ignore_errors=True)
 
 
 def test_two_nodes_and_two_query_replicas(cluster: Cluster) -> None:
