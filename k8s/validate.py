@@ -168,6 +168,26 @@ def check_serve_config(doc: Doc, serve_config: Path = SERVE_CONFIG) -> tuple[lis
     return errors, notes
 
 
+def check_bulk_settings(doc: Doc, serve_config: Path = SERVE_CONFIG) -> list[str]:
+    """A bulk RayJob ingests into the same index and catalog as the RayService: it must run with
+    every PAGESIGHT_* setting of the Serve config's application, with the same values (a VLM or
+    page model missing here would index bulk documents differently from uploads)."""
+    try:
+        runtime_env = yaml.safe_load((doc.get("spec") or {}).get("runtimeEnvYAML") or "") or {}
+    except yaml.YAMLError as error:
+        return [f"spec/runtimeEnvYAML: not YAML: {error}"]
+    job_env = runtime_env.get("env_vars") or {}
+    errors = []
+    for app in yaml.safe_load(serve_config.read_text()).get("applications") or []:
+        for key, value in ((app.get("runtime_env") or {}).get("env_vars") or {}).items():
+            if key.startswith("PAGESIGHT_") and job_env.get(key) != value:
+                errors.append(
+                    f"spec/runtimeEnvYAML: {key} is {job_env.get(key)!r}, the Serve config's "
+                    f"is {value!r}"
+                )
+    return errors
+
+
 def check_kustomization(directory: Path, docs: list[tuple[str, Doc]]) -> Result:
     """The kustomization lists every manifest but the deliberate exceptions, only files that
     exist, and sets the PageSight image's tag that the files apply on their own also pin."""
@@ -233,6 +253,8 @@ def validate(
                 errors, notes = check_serve_config(doc, serve_config)
                 result.errors += errors
                 result.notes += notes
+            if doc.get("kind") == "RayJob":
+                result.errors += check_bulk_settings(doc, serve_config)
             results.append(result)
             docs.append((name, doc))
     results.append(check_kustomization(directory, docs))

@@ -414,3 +414,18 @@ def test_sync_rewrites_only_the_block(tmp_path: Path) -> None:
     assert sync_serve_config.embedded(indented) == "  # starts indented\nx: 1\n\n"
     with pytest.raises(ValueError):
         sync_serve_config.render("kind: RayService\nspec: {}\n", config)
+
+
+def test_bulk_runs_with_the_serve_configs_settings() -> None:
+    job = by_kind("RayJob", "pagesight-bulk")
+    assert validate.check_bulk_settings(job) == []
+    env = yaml.safe_load(job["spec"]["runtimeEnvYAML"])
+    for key, value in (("PAGESIGHT_PARSE__VLM__MODEL", None), ("PAGESIGHT_VISUAL__MODEL", "x")):
+        broken = copy.deepcopy(env)
+        if value is None:
+            del broken["env_vars"][key]
+        else:
+            broken["env_vars"][key] = value
+        job["spec"]["runtimeEnvYAML"] = yaml.safe_dump(broken)
+        errors = validate.check_bulk_settings(job)
+        assert len(errors) == 1 and key in errors[0]
