@@ -4,19 +4,21 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 APT_PACKAGES := tesseract-ocr tesseract-ocr-eng tesseract-ocr-jpn tesseract-ocr-osd fonts-dejavu-core \
-	postgresql
+	postgresql chromium fonts-noto-cjk
 PYTEST_ARGS ?=
 export OMP_NUM_THREADS ?= 1
 export OMP_THREAD_LIMIT ?= 1
 
 .PHONY: setup system-deps demo serve test test-fast test-e2e lint typecheck format bench bench-ocr \
 	bench-parse bench-bulk bench-maxsim bench-embed bench-gateway eval-smoke eval-ja eval-full lock clean \
-	setup-vllm test-vllm eval-answers calibrate-abstain db-upgrade check-k8s k8s-sync
+	setup-vllm test-vllm eval-answers calibrate-abstain db-upgrade check-k8s k8s-sync ui-screenshots
 
 setup: system-deps $(STAMP)
 
 # System packages: Tesseract with English, Japanese and orientation data; PostgreSQL's server,
-# whose binaries the tests start a throwaway cluster with (tests/postgres.py).
+# whose binaries the tests start a throwaway cluster with (tests/postgres.py); Chromium, which
+# the web UI's browser tests drive through Playwright (tests/browser), and Noto CJK so that
+# Japanese renders in it.
 system-deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -84,6 +86,16 @@ test-vllm: setup setup-vllm
 		$(BIN)/python -m pytest \
 		tests/integration/test_vllm_server.py tests/integration/test_vllm_vision.py \
 		--durations=10 $(PYTEST_ARGS)
+
+# The web UI in headless Chromium (tests/browser, ~40 s), then the README's copies of its
+# screenshots (var/screenshots -> docs/screenshots, 256 colours).
+UI_SHOTS := documents search citation answer trace japanese-narrow
+ui-screenshots: setup
+	$(BIN)/python -m pytest tests/browser $(PYTEST_ARGS)
+	mkdir -p docs/screenshots
+	$(BIN)/python -c "import sys; from PIL import Image; \
+		[Image.open(f'var/screenshots/{n}.png').convert('RGB').quantize(256) \
+		.save(f'docs/screenshots/{n}.png', optimize=True) for n in sys.argv[1:]]" $(UI_SHOTS)
 
 test-fast: setup
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)

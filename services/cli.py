@@ -1187,6 +1187,27 @@ DEMO_QUERIES = (
     "revenue of the East region",
     "When is the next pump station inspection?",
 )
+#: The key ids `pagesight demo` gives its web UI keys (each demo revokes the previous one's).
+DEMO_KEY_PREFIX = "demo-ui-"
+DEMO_TENANT = "default"
+
+
+def _demo_ui_key() -> tuple[str, str, str]:
+    """A fresh read+write API key of the demo's tenant for the web UI: (key_id, key, where it
+    is stored). Keys are kept as hashes only, so an earlier demo's key cannot be shown again:
+    it is revoked and a new one made."""
+    import secrets
+
+    from gateway.auth import new_key
+
+    with _key_store(None) as store:
+        for record in store.records():
+            if record.key_id.startswith(DEMO_KEY_PREFIX) and record.revoked_at is None:
+                store.revoke(record.key_id)
+        key_id = f"{DEMO_KEY_PREFIX}{secrets.token_hex(4)}"
+        key, record = new_key(key_id, DEMO_TENANT, [], ["read", "write"])
+        store.add(record)
+        return key_id, key, store.location
 
 
 @app.command()
@@ -1196,8 +1217,10 @@ def demo(
     ] = None,
     as_json: Json = False,
 ) -> None:
-    """Ingest a folder (or a generated sample set), show what was found, and search it.
-    --json: {"jobs": [...], "searches": [{"query", "response"}]}."""
+    """Ingest a folder (or a generated sample set), show what was found, and search it; then
+    make an API key for the web UI (tenant 'default', read+write; the previous demo key is
+    revoked) and say where the UI is once `pagesight serve` runs.
+    --json: {"jobs": [...], "searches": [{"query", "response"}], "ui": {url, key_id, key}}."""
     from gateway.protocol import SearchRequest
     from gateway.tracing import new_trace_id
     from ingestion.samples import write_samples
@@ -1223,10 +1246,29 @@ def demo(
             if not as_json:
                 out.print(f"\n[bold]search:[/bold] {query}")
                 _print_hits(response)
+    key_id, key, stored_in = _demo_ui_key()
+    ui_url = f"http://{settings.serve.host}:{settings.serve.port}/ui"
     if as_json:
-        _emit_json({"jobs": [j.model_dump(mode="json") for j in found], "searches": searches})
-    elif docs is not None:
-        out.print('\nTry: .venv/bin/pagesight search "your question"')
+        _emit_json(
+            {
+                "jobs": [j.model_dump(mode="json") for j in found],
+                "searches": searches,
+                "ui": {"url": ui_url, "key_id": key_id, "key": key},
+            }
+        )
+    else:
+        if docs is not None:
+            out.print('\nTry: .venv/bin/pagesight search "your question"')
+        out.print("\n[bold]Web UI[/bold]")
+        out.print(
+            "Start the server with `make serve` (or `.venv/bin/pagesight serve`), then open\n"
+            f"  {ui_url}\n"
+            f"and paste this API key (tenant {DEMO_TENANT}, read+write; stored as a hash in "
+            f"{stored_in}; shown only now; the next demo or `pagesight keys revoke {key_id}` "
+            "revokes it):",
+            markup=False,
+        )
+        out.print(f"  {key}", markup=False)
     _exit_for(sum(j.state == JobState.FAILED for j in found), len(found))
 
 

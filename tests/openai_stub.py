@@ -38,6 +38,8 @@ class Step:
     chunks: list[str] | None = None
     finish_reason: str = "stop"
     sse_raw: list[str] | None = None
+    #: pause between streamed events (a client sees the text arrive in several reads)
+    chunk_delay_s: float = 0.0
 
 
 class Script:
@@ -126,7 +128,7 @@ def make_app(script: Script) -> FastAPI:
             async def send() -> AsyncIterator[str]:
                 for event in events:
                     yield event
-                    await asyncio.sleep(0)
+                    await asyncio.sleep(step.chunk_delay_s)
 
             return StreamingResponse(send(), media_type="text/event-stream")
         return JSONResponse(completion(model, step.content or "", step.finish_reason))

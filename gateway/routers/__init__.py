@@ -14,7 +14,13 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from gateway.routers import documents, openai, ops, search
+from gateway.routers import documents, openai, ops, search, ui
 
-#: In the order their routes appear in the OpenAPI schema.
-ROUTERS: tuple[APIRouter, ...] = (documents.router, search.router, openai.router, ops.router)
+#: In the order their routes appear in the OpenAPI schema (the web UI's are not in it).
+ROUTERS: tuple[APIRouter, ...] = (
+    documents.router,
+    search.router,
+    openai.router,
+    ops.router,
+    ui.router,
+)

@@ -885,10 +885,21 @@ def test_demo_on_a_folder(files: Files, local: dict[str, str | None], tmp_path: 
     result = cli(["demo", "--docs", folder, "--json"], local)
     assert result.exit_code == 0, result.output
     document = as_json(result)
-    assert set(document) == {"jobs", "searches"} and document["searches"] == []
+    assert set(document) == {"jobs", "searches", "ui"} and document["searches"] == []
     (job,) = document["jobs"]
     assert check_job(job).state == JobState.READY
     assert job_lines(result.stderr)[0].split()[:2] == ["READY", "report.pdf"]
+    # a key for the web UI, printed with its URL; the next demo revokes it for a new one
+    ui = document["ui"]
+    assert ui["url"] == "http://127.0.0.1:8000/ui" and ui["key"].startswith("ps_")
+    again = cli(["demo", "--docs", folder], local)
+    assert again.exit_code == 0, again.output
+    assert "http://127.0.0.1:8000/ui" in again.stdout and "make serve" in again.stdout
+    keys = {k["key_id"]: k for k in as_json(cli(["keys", "list", "--json"], local))["keys"]}
+    assert keys[ui["key_id"]]["revoked_at"] is not None
+    (live,) = [k for k in keys.values() if k["revoked_at"] is None]
+    assert live["tenant"] == "default" and live["key_id"].startswith("demo-ui-")
+    assert live["scopes"] == ["read", "write"]
 
     line = one_error(cli(["demo", "--docs", tmp_path / "nothing"], local), "NOT_FOUND", "input")
     assert "nothing" in line
