@@ -14,24 +14,18 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import threading
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
-from fastapi import FastAPI
 
 from core.settings import AnswerOptions, GatewayOptions, LlmOptions, Settings
 from gateway.auth import new_key
 from services.index_service import IndexService
 from tests.conftest import REPO_ROOT
 from tests.openai_stub import Script, scripted_server
-from tests.serving import gateway_app, warm_service
+from tests.serving import gateway_app, serving, warm_service
 
 KEY_A, RECORD_A = new_key("ui-key-a", "tenant-a")
 KEY_B, RECORD_B = new_key("ui-key-b", "tenant-b")
@@ -98,27 +92,6 @@ def service(
     )
     with warm_service(settings) as svc:
         yield svc
-
-
-@contextmanager
-def serving(app: FastAPI) -> Iterator[str]:
-    """``app`` under uvicorn on a free port, in a thread; its base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=1))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "gateway did not start"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=5)
-        sock.close()
 
 
 @pytest.fixture(scope="session")

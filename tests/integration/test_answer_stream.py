@@ -11,17 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
 from typing import Any, cast
 
 import httpx
 import openai
 import pytest
-import uvicorn
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from openai.types.chat import ChatCompletionMessageParam
@@ -47,6 +44,7 @@ from query.answer import AnsweredQuery, AnswerPipeline
 from query.generation import ABSTAIN_TEXT, parse_cited_prose, render_cited, with_markers
 from services.index_service import IndexService
 from tests.openai_stub import Script, Step, scripted_server, sse_events
+from tests.serving import serving
 
 pytestmark = pytest.mark.integration
 
@@ -118,31 +116,10 @@ def http(service: IndexService, doc_id: str) -> Iterator[TestClient]:
         yield client
 
 
-@contextmanager
-def _serving(app: FastAPI) -> Iterator[str]:
-    """``app`` under uvicorn on a free port, in a thread; its base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=1))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "gateway did not start"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=5)
-        sock.close()
-
-
 @pytest.fixture(scope="module")
 def served(service: IndexService, doc_id: str) -> Iterator[str]:
     """The gateway served over a real socket, which the openai client needs."""
-    with _serving(_app(service)) as url:
+    with serving(_app(service)) as url:
         yield url
 
 
@@ -507,7 +484,7 @@ def test_a_stream_holds_its_concurrency_slot_until_it_ends() -> None:
 
     app = build_app(ServiceClient(invoke, stream), GatewayOptions(), KeyRing([limited]))
     body = {"query": "q", "stream": True}
-    with _serving(app) as url, httpx.Client(base_url=url, timeout=10) as client:
+    with serving(app) as url, httpx.Client(base_url=url, timeout=10) as client:
         client.headers["Authorization"] = f"Bearer {key}"
         with client.stream("POST", "/v1/answer", json=body) as first:
             lines = first.iter_lines()
@@ -538,7 +515,7 @@ def test_a_client_going_away_closes_the_answer_generator() -> None:
     service = ServiceClient.in_process(cast(Any, Endless()))
     app = build_app(service, GatewayOptions(), KeyRing([record]))
     body = {"query": "q", "stream": True}
-    with _serving(app) as url, httpx.Client(base_url=url, timeout=10) as client:
+    with serving(app) as url, httpx.Client(base_url=url, timeout=10) as client:
         auth = {"Authorization": f"Bearer {key}"}
         with client.stream("POST", "/v1/answer", json=body, headers=auth) as response:
             assert next(response.iter_lines()) == "event: token"
