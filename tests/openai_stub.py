@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
-import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -21,9 +19,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from tests.asgi_server import serving
 
 
 @dataclass
@@ -140,24 +139,5 @@ def make_app(script: Script) -> FastAPI:
 def scripted_server(script: Script | None = None) -> Iterator[tuple[str, Script]]:
     """``(base_url, script)`` of a running scripted server; ``base_url`` ends in ``/v1``."""
     script = script or Script()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        make_app(script), log_level="warning", lifespan="off", timeout_graceful_shutdown=1
-    )
-    uv = uvicorn.Server(config)
-    thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not uv.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "test server did not start"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}/v1", script
-    finally:
-        uv.should_exit = True
-        thread.join(timeout=5)
-        sock.close()
-    assert not thread.is_alive(), "test server did not stop"
+    with serving(make_app(script), lifespan="off") as url:
+        yield f"{url}/v1", script

@@ -23,9 +23,10 @@ import pytest
 from core.settings import AnswerOptions, GatewayOptions, LlmOptions, Settings
 from gateway.auth import new_key
 from services.index_service import IndexService
+from tests.asgi_server import serving
 from tests.conftest import REPO_ROOT
 from tests.openai_stub import Script, scripted_server
-from tests.serving import gateway_app, serving, warm_service
+from tests.serving import gateway_app, warm_service
 
 KEY_A, RECORD_A = new_key("ui-key-a", "tenant-a")
 KEY_B, RECORD_B = new_key("ui-key-b", "tenant-b")

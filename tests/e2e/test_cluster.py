@@ -111,7 +111,9 @@ def _ray_node(args: list[str], env: dict[str, str], log: Path) -> subprocess.Pop
         "--runtime-env-agent-port": _free_port(),
         "--metrics-export-port": _free_port(),
     }
-    command = [str(BIN / "ray"), "start", "--block", "--num-cpus=1", *args]
+    # Two logical CPUs a node: Ray schedules by these shares (the OS shares the real cores), and
+    # with one a node the deployments' 1.7 CPUs could not always be packed onto the two nodes.
+    command = [str(BIN / "ray"), "start", "--block", "--num-cpus=2", *args]
     command += ["--object-store-memory=80000000", "--disable-usage-stats"]
     command += [f"{flag}={port}" for flag, port in ports.items()]
     with log.open("ab") as out:

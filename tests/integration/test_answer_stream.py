@@ -43,8 +43,8 @@ from models.reranker import FusedScoreRanker
 from query.answer import AnsweredQuery, AnswerPipeline
 from query.generation import ABSTAIN_TEXT, parse_cited_prose, render_cited, with_markers
 from services.index_service import IndexService
+from tests.asgi_server import serving
 from tests.openai_stub import Script, Step, scripted_server, sse_events
-from tests.serving import serving
 
 pytestmark = pytest.mark.integration
 
