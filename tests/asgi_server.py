@@ -1,5 +1,7 @@
-"""An ASGI app under uvicorn on a free 127.0.0.1 port, in a background thread (the gateway in
-HTTP-level tests, the scripted OpenAI server)."""
+"""Local servers for tests: :func:`serving` runs an ASGI app under uvicorn on a free 127.0.0.1
+port in a background thread (the gateway in HTTP-level tests, the scripted OpenAI server);
+:func:`free_port` names a port for a server a test starts as a process (PostgreSQL, Ray, vLLM,
+``pagesight serve``)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Literal
+
+
+def free_port() -> int:
+    """A 127.0.0.1 port nothing listens on now (the OS's pick; free until someone binds it)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 @contextmanager

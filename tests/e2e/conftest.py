@@ -11,7 +11,6 @@ would otherwise wait forever), and is torn down with ``serve.shutdown()`` then
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ import pytest
 
 from gateway.auth import new_key
 from gateway.client import PageSightClient
+from tests.asgi_server import free_port
 from tests.postgres import PostgresServer
 
 MAX_UPLOAD = 1_000_000
@@ -36,12 +36,6 @@ class RunningApp:
 
     def client(self, key: str | None = None) -> PageSightClient:
         return PageSightClient(self.url, api_key=key or self.key_a, timeout_s=120)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(scope="session")
@@ -72,7 +66,7 @@ def serve_app(
             },
         }
     )
-    port = _free_port()
+    port = free_port()
     try:
         run_local(args, host="127.0.0.1", port=port, num_cpus=2, object_store_mb=100, timeout_s=240)
         app = RunningApp(

@@ -16,7 +16,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,7 @@ from core.types import AnswerResponse, JobState
 from gateway.auth import new_key
 from gateway.client import PageSightClient
 from ingestion import samples
+from tests.asgi_server import free_port
 from tests.openai_stub import Script, Step, scripted_server
 from tests.postgres import PostgresServer
 
@@ -44,12 +44,6 @@ CLUSTER_CONFIG = REPO / "services" / "serve" / "gpu-cluster.yaml"
 BIN = Path(sys.executable).parent
 FACT = "Northwind Logistics moved 4.2 million parcels in 2024."
 START_TIMEOUT_S = 420
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def one_machine(config: dict[str, Any], env: dict[str, str | None]) -> dict[str, Any]:
@@ -104,12 +98,12 @@ class Cluster:
 def _ray_node(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     """One Ray node in the foreground (``--block``): stopping the process stops the node."""
     ports = {
-        "--node-manager-port": _free_port(),
-        "--object-manager-port": _free_port(),
-        "--dashboard-agent-listen-port": _free_port(),
-        "--dashboard-agent-grpc-port": _free_port(),
-        "--runtime-env-agent-port": _free_port(),
-        "--metrics-export-port": _free_port(),
+        "--node-manager-port": free_port(),
+        "--object-manager-port": free_port(),
+        "--dashboard-agent-listen-port": free_port(),
+        "--dashboard-agent-grpc-port": free_port(),
+        "--runtime-env-agent-port": free_port(),
+        "--metrics-export-port": free_port(),
     }
     # Two logical CPUs a node: Ray schedules by these shares (the OS shares the real cores), and
     # with one a node the deployments' 1.7 CPUs could not always be packed onto the two nodes.
@@ -193,7 +187,7 @@ def cluster(
         # Ray's files in a directory of the test's (short: Ray's socket paths must stay under
         # 108 bytes), so that no /tmp/ray/ray_current_cluster is left for a later ray.init()
         ray_dir = Path(tempfile.mkdtemp(prefix="ps-ray-"))
-        gcs_port, http_port = _free_port(), _free_port()
+        gcs_port, http_port = free_port(), free_port()
         address = f"127.0.0.1:{gcs_port}"
         nodes = [
             _ray_node(

@@ -14,9 +14,6 @@ import json
 import random
 import re
 import shutil
-import socket
-import threading
-import time
 import traceback
 import zipfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -27,20 +24,18 @@ from typing import Any
 
 import pymupdf
 import pytest
-import uvicorn
 from typer.testing import CliRunner, Result
 
 from core.errors import PageSightError
 from core.settings import GatewayOptions, Settings, VisualEmbedderOptions
 from core.types import JobState, JobStatus
-from gateway.app import build_app
 from gateway.auth import KeyRing, new_key
-from gateway.backend import ServiceClient
 from gateway.key_stores import FileKeyStore
 from ingestion import samples
 from ingestion.catalog import Catalog
 from services.cli import _job_line, app
-from services.index_service import IndexService
+from tests.asgi_server import free_port, serving
+from tests.serving import gateway_app, warm_service
 
 pytestmark = pytest.mark.integration
 
@@ -230,12 +225,6 @@ class Remote:
         return ["--server", self.url, "--api-key", KEYS[tenant][0]]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Remote]:
     root = tmp_path_factory.mktemp("cli-remote")
@@ -250,27 +239,8 @@ def remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Remote]:
             keys_reload_s=0,  # `pagesight keys new/revoke` count at the next request
         ),
     )
-    service = IndexService(settings)
-    service.warm_up()
-    gateway = build_app(
-        ServiceClient.in_process(service), settings.gateway, KeyRing.from_options(settings.gateway)
-    )
-    port = _free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(gateway, host="127.0.0.1", port=port, log_level="warning", access_log=False)
-    )
-    thread = threading.Thread(target=server.run, name="cli-test-gateway", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the gateway did not start"
-        time.sleep(0.05)
-    try:
-        yield Remote(f"http://127.0.0.1:{port}", keys_file, settings.data_dir)
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
-        service.close()
+    with warm_service(settings) as service, serving(gateway_app(service)) as url:
+        yield Remote(url, keys_file, settings.data_dir)
 
 
 # -- parse ----------------------------------------------------------------------------------
@@ -705,7 +675,7 @@ def test_search_errors_remote(remote: Remote) -> None:
     bad_key = ["--server", remote.url, "--api-key", "ps_not-a-real-key"]
     line = one_error(cli(["search", "x", *bad_key], {}), "UNAUTHORIZED", "auth")
 
-    down = f"http://127.0.0.1:{_free_port()}"
+    down = f"http://127.0.0.1:{free_port()}"
     line = one_error(cli(["search", "x", "--server", down, "--api-key", "k"], {}), "UNAVAILABLE")
     assert line.startswith(f"gateway/UNAVAILABLE: cannot reach the server {down}"), line
 
