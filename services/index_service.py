@@ -74,7 +74,7 @@ from gateway.protocol import (
 )
 from gateway.sources import SourcePolicy
 from gateway.tracing import current_trace_id
-from index.base import IndexSchema
+from index.base import IndexSchema, VectorStore
 from index.forwarded import read_primitive
 from index.traces import open_traces
 from index.vectors import CHUNK_COLLECTION, PAGE_COLLECTION
@@ -247,18 +247,20 @@ class IndexService:
     def index_schemas(self) -> dict[str, tuple[IndexSchema, str]]:
         """Schema and live version of each open index, by name (what a query replica needs to
         open a :class:`index.forwarded.ForwardedVectorStore` on this process)."""
-        stack = self._ready()
-        stores = {CHUNK_COLLECTION: stack.store, PAGE_COLLECTION: stack.page_store}
-        return {name: (s.schema, s.collection) for name, s in stores.items() if s is not None}
+        return {name: (s.schema, s.collection) for name, s in self._open_indexes().items()}
 
     def read_index(self, name: str, primitive: str, args: tuple[Any, ...]) -> Any:
         """One read of a query replica's forwarded store: on the embedded engine this process
         is the only one that may open the index (:mod:`index.forwarded`)."""
-        stack = self._ready()
-        store = stack.page_store if name == PAGE_COLLECTION else stack.store
-        if name not in (CHUNK_COLLECTION, PAGE_COLLECTION) or store is None:
+        store = self._open_indexes().get(name)
+        if store is None:
             raise PageSightError(ErrorCode.NOT_FOUND, Stage.QUERY, f"no open index {name!r}")
         return read_primitive(store, primitive, args)
+
+    def _open_indexes(self) -> dict[str, VectorStore]:
+        stack = self._ready()
+        stores = {CHUNK_COLLECTION: stack.store, PAGE_COLLECTION: stack.page_store}
+        return {name: store for name, store in stores.items() if store is not None}
 
     # -- search ------------------------------------------------------------------------------
 
