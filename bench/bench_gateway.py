@@ -250,18 +250,14 @@ def query_scaling(
     """The Query deployment with 1 replica, then with ``args.query_replicas``, on a throwaway
     PostgreSQL that holds the smoke installation's catalog; ratios of the second to the first
     (and to the index read path, ``index_path``)."""
-    from core.postgres import PostgresDb
-    from core.settings import DatabaseOptions
-    from services.db_migrate import migrate_from_sqlite
+    from core.settings import Settings
+    from services.db_migrate import database, migrate_from_sqlite
     from tests.postgres import running_postgres
 
     with running_postgres() as server:
         url = server.url(server.new_database())
-        db = PostgresDb(url, DatabaseOptions(pool_min_size=0))
-        try:
+        with database(Settings(database_url=url)) as db:  # what `pagesight db` connects with
             migrate_from_sqlite(args.data_dir, db)
-        finally:
-            db.close()
         runs = {}
         for replicas in (1, args.query_replicas):
             runs[replicas] = run_served(

@@ -3,7 +3,7 @@
 The Serve config lives in one file (`pagesight serve --config` and the image read it), but KubeRay
 takes it only inline, as the RayService's `serveConfigV2` string. This rewrites that block scalar
 by text, so the rest of rayservice.yaml (comments, anchors, layout) stays as written; a YAML
-round trip would lose all three. k8s/validate.py uses `render` to tell whether the copy is stale.
+round trip would lose all three. k8s/validate.py fails while the copy is stale.
 """
 
 from __future__ import annotations

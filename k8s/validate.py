@@ -156,9 +156,10 @@ def check_serve_config(doc: Doc, serve_config: Path = SERVE_CONFIG) -> tuple[lis
     except yaml.YAMLError as error:
         return [f"spec/serveConfigV2: not YAML: {error}"], []
     errors, notes = [], []
-    if embedded != yaml.safe_load(serve_config.read_text()):
+    source = serve_config.read_text()
+    if embedded != yaml.safe_load(source):
         errors.append(f"spec/serveConfigV2: differs from {serve_config.name} (make k8s-sync)")
-    elif text != serve_config.read_text():
+    elif text != source:
         notes.append(f"equal to {serve_config.name} once parsed; make k8s-sync copies its text")
     else:
         notes.append(f"serveConfigV2 = {serve_config.name}")
