@@ -140,6 +140,30 @@ class Page(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
+class TextLine(BaseModel):
+    """Where a piece of an element's text is printed: characters ``start:end`` of
+    ``Element.text`` sit in ``bbox`` (one printed line, or an OCR line)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    start: int = Field(ge=0)
+    end: int = Field(ge=0)
+    bbox: BBox
+
+
+class TextSpan(BaseModel):
+    """Where a piece of a chunk's text is printed: characters ``start:end`` of ``Chunk.text``
+    sit on ``page_number`` inside ``bbox``. A quote is cited on the pages and boxes of the
+    spans its characters overlap, so a chunk that runs across a page break is cited per page."""
+
+    model_config = ConfigDict(frozen=True)
+
+    start: int = Field(ge=0)
+    end: int = Field(ge=0)
+    page_number: int = Field(ge=1)
+    bbox: BBox
+
+
 class Element(BaseModel):
     """One unit of page content, in reading order (``seq``) within its page."""
 
@@ -156,6 +180,11 @@ class Element(BaseModel):
     parser: str = "text-layer"
     confidence: float | None = Field(default=None, ge=0.0, le=1.0)
     caption: str | None = Field(default=None, description="tables/figures/equations: their caption")
+    lines: list[TextLine] = Field(
+        default_factory=list,
+        description="character ranges of ``text`` and the line box each is printed in, in "
+        "order; empty when the parser knows no finer geometry than ``bbox``",
+    )
 
 
 class Chunk(BaseModel):
@@ -171,6 +200,11 @@ class Chunk(BaseModel):
     text: str
     bboxes: list[tuple[int, BBox]] = Field(
         default_factory=list, description="(page_number, bbox) of each element that has one"
+    )
+    spans: list[TextSpan] = Field(
+        default_factory=list,
+        description="where the characters of ``text`` are printed: (start, end, page, box), in "
+        "text order; pieces the parser gave no box are absent",
     )
     unit: Literal["chunk", "table_row"] = Field(
         default="chunk",
@@ -718,8 +752,19 @@ class AnswerSentence(BaseModel):
     )
 
 
+class QuotePart(BaseModel):
+    """The part of a quote printed on one page, with the boxes of exactly those characters."""
+
+    page_number: int = Field(ge=1)
+    text: str = Field(description="the quote's characters on this page, verbatim")
+    bboxes: list[BBox] = Field(default_factory=list, description="PDF points, on this page")
+
+
 class Citation(BaseModel):
-    """One context block an answer sentence cites: where it is, and what it says."""
+    """One quote an answer cites: the page its characters are printed on, and what it says.
+
+    ``page_number`` and ``bboxes`` are those of the quote's first part; a quote that runs across
+    a page break has one entry per page in ``parts``."""
 
     n: int = Field(ge=1, description="the number sentences cite it by")
     doc_id: str
@@ -737,6 +782,32 @@ class Citation(BaseModel):
     quote: str = Field(
         description="text of the block that supports the citing sentences; empty for an image"
     )
+    parts: list[QuotePart] = Field(
+        default_factory=list,
+        description="the quote per page it is printed on, in reading order (two across a page "
+        "break); empty for an image block",
+    )
+    title: str | None = Field(default=None, description="the cited document's title")
+    source_name: str | None = Field(
+        default=None, description="the cited document's file name (shown next to the title)"
+    )
+
+
+AnswerUnitKind = Literal["sentence", "list_item", "table_cell"]
+
+
+class AnswerUnit(BaseModel):
+    """One answer unit of an extractive answer: a sentence, a list item, or a table cell given
+    with its row label and column header ("Net revenues — Q4 2022: $3.6 billion")."""
+
+    text: str = Field(description="what is shown: the quoted sentence or item, or the cell")
+    kind: AnswerUnitKind = "sentence"
+    value: str | None = Field(
+        default=None,
+        description="the one value the unit quotes for the question (an amount, percent, "
+        "count, date or name), verbatim; None when the question asks for none or it holds none",
+    )
+    citations: list[int] = Field(default_factory=list, description="numbers n of its citations")
 
 
 class WithheldSentence(BaseModel):
@@ -760,6 +831,18 @@ class AnswerResponse(BaseModel):
         description="why it abstained, or what was withheld or fell back; None when clean",
     )
     sentences: list[AnswerSentence] = Field(default_factory=list)
+    lead: AnswerUnit | None = Field(
+        default=None,
+        description="the direct answer, first: one unit (extractive) or the first sentence "
+        "(LLM); None when abstained",
+    )
+    supporting: list[AnswerUnit] = Field(
+        default_factory=list, description="extractive: shorter quotes that back the lead"
+    )
+    related: list[Citation] = Field(
+        default_factory=list,
+        description="with an abstention: the nearest passages, somewhere to look",
+    )
     citations: list[Citation] = Field(default_factory=list)
     confidence: float = Field(ge=0.0, le=1.0, description="best evidence score on [0, 1]")
     mode: Literal["llm", "extractive"]
@@ -802,6 +885,10 @@ class Passage:
     bboxes: list[BBox] = field(default_factory=list)
     section_path: list[str] = field(default_factory=list)
     title: str | None = None
+    #: where each piece of ``text`` is printed, on every page of the chunk (``TextSpan``)
+    spans: list[TextSpan] = field(default_factory=list)
+    #: the document's file name
+    source_name: str | None = None
 
 
 @dataclass
