@@ -649,6 +649,27 @@ class AnswerOptions(BaseModel):
         default=512, ge=16, description="part of the budget kept for the reply (its max_tokens)"
     )
     max_sentences: int = Field(default=6, ge=1, le=50)
+    extractive: Literal["lead", "quotes"] = Field(
+        default="lead",
+        description=(
+            "extractive answers (no LLM): lead = one direct answer unit first, then a few "
+            "supporting quotes, abstaining when no unit covers the question; quotes = the "
+            "earlier list of best-overlap sentences (kept as the evaluation's baseline)"
+        ),
+    )
+    max_supporting: int = Field(
+        default=2, ge=0, le=10, description="supporting quotes after an extractive lead"
+    )
+    min_coverage: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "extractive lead: the share of the question's content (idf-weighted) its best unit "
+            "and that unit's heading context must cover, else an abstention with related "
+            "passages (fitted on half a of the shared documents)"
+        ),
+    )
     policy: Literal["standard", "strict"] = Field(
         default="standard", description="the server's floor (see AnswerRequest)"
     )

@@ -536,6 +536,16 @@ class AnswerTrace(BaseModel):
     vision: VisionTrace | None = Field(
         default=None, description="page images in the context; None = no LLM, or vision off"
     )
+    answer_type: str | None = Field(
+        default=None,
+        description="extractive: what the question asks for (amount, percent, count, year, "
+        "date, name) or None",
+    )
+    coverage: float | None = Field(
+        default=None,
+        description="extractive: the share of the question's content the best unit covers "
+        "(abstains below answer.min_coverage); None when not judged",
+    )
 
 
 #: What a structural reference names (``StructuralReference.kind``).
