@@ -74,6 +74,7 @@ from core.types import (
     AnswerSentence,
     AnswerToken,
     AnswerTrace,
+    AnswerUnit,
     Candidates,
     ChatMessage,
     Citation,
@@ -86,6 +87,7 @@ from core.types import (
 )
 from models.llm import LlmError, MalformedOutput
 from models.reranker import FusedScoreRanker
+from query.answer_units import MAX_LEAD_WORDS
 from query.context import (
     ContextBlock,
     TokenCounter,
@@ -106,6 +108,9 @@ from query.generation import (
     parse_cited_prose,
     with_markers,
 )
+from query.lead import MAX_SUPPORTING_WORDS, Scored, choose_lead, window
+from query.quotes import find_quote, quote_parts
+from query.references import parse_references
 from query.vision import numbered_after, page_image_blocks, vision_wanted
 from query.visual_rerank import fuse_visual_ranking
 
@@ -305,7 +310,9 @@ class AnswerPipeline:
                 request.query, blocks, confidence, policy, trace_id, record
             )
         elif self.llm is None:
-            response = self._extractive(request.query, blocks, confidence, trace_id, None)
+            response = self._extractive(
+                request.query, blocks, confidence, trace_id, None, policy, record
+            )
         else:
             response = self._generate(
                 self.llm, request.query, blocks, confidence, policy, trace_id, record
@@ -416,6 +423,76 @@ class AnswerPipeline:
         confidence: float,
         trace_id: str,
         note: str | None,
+        policy: Policy = "standard",
+        record: AnswerTrace | None = None,
+    ) -> AnswerResponse:
+        """The extractive answer: a lead unit, supporting quotes, or an abstention with related
+        passages (:mod:`query.lead`); ``answer.extractive = "quotes"`` keeps the earlier list
+        of best-overlap sentences (the evaluation's baseline)."""
+        if self.options.extractive == "lead":
+            return self._lead_answer(query, blocks, confidence, trace_id, note, policy, record)
+        return self._quotes_answer(query, blocks, confidence, trace_id, note)
+
+    def _lead_answer(
+        self,
+        query: str,
+        blocks: list[ContextBlock],
+        confidence: float,
+        trace_id: str,
+        note: str | None,
+        policy: Policy,
+        record: AnswerTrace | None,
+    ) -> AnswerResponse:
+        text_blocks = _one_document_for_page_references(query, blocks)
+        choice = choose_lead(
+            query,
+            text_blocks,
+            min_coverage=self.options.min_coverage,
+            max_supporting=self.options.max_supporting,
+            strict=policy == "strict",
+        )
+        if record is not None:
+            record.answer_type = choice.answer_type
+            record.coverage = choice.coverage
+        if choice.lead is None:
+            abstained = self._abstain(
+                trace_id, confidence, choice.reason or "nothing to quote", mode="extractive"
+            )
+            related = [
+                _unit_citation(i, scored, MAX_SUPPORTING_WORDS)[1]
+                for i, scored in enumerate(choice.related, start=1)
+            ]
+            return abstained.model_copy(update={"related": related})
+        citations: list[Citation] = []
+        units: list[AnswerUnit] = []
+        for scored, limit in [
+            (choice.lead, MAX_LEAD_WORDS),
+            *((s, MAX_SUPPORTING_WORDS) for s in choice.supporting),
+        ]:
+            unit, citation = _unit_citation(len(citations) + 1, scored, limit)
+            citations.append(citation)
+            units.append(unit)
+        lead, supporting = units[0], units[1:]
+        return AnswerResponse(
+            answer=lead.text,
+            abstained=False,
+            reason=note,
+            sentences=[AnswerSentence(text=lead.text, citations=list(lead.citations))],
+            lead=lead,
+            supporting=supporting,
+            citations=citations,
+            confidence=confidence,
+            mode="extractive",
+            trace_id=trace_id,
+        )
+
+    def _quotes_answer(
+        self,
+        query: str,
+        blocks: list[ContextBlock],
+        confidence: float,
+        trace_id: str,
+        note: str | None,
     ) -> AnswerResponse:
         picked = extract_sentences(query, blocks, self.options.max_sentences)
         if not picked:
@@ -464,7 +541,7 @@ class AnswerPipeline:
             final = second if second.reply is not None or first.reply is None else first
         if final.reply is None:
             note = f"the model's reply was not usable twice ({final.problem}); quoted instead"
-            return self._extractive(query, blocks, confidence, trace_id, note)
+            return self._extractive(query, blocks, confidence, trace_id, note, policy, record)
 
         reply = final.reply
         if reply.abstain:
@@ -586,7 +663,7 @@ class AnswerPipeline:
         """
         llm = self.llm
         if llm is None:
-            response = self._extractive(query, blocks, confidence, trace_id, None)
+            response = self._extractive(query, blocks, confidence, trace_id, None, policy, record)
         elif not isinstance(llm, StreamingChatModel):
             response = self._generate(llm, query, blocks, confidence, policy, trace_id, record)
         else:
@@ -699,20 +776,31 @@ class AnswerPipeline:
             return empty.model_copy(update={"withheld": withheld if shown else []})
 
         by_n = {block.n: block for block in blocks}
+        # Citations are numbered by their first appearance in the answer, not by block.
+        order = list(dict.fromkeys(n for sentence in kept for n in sentence.citations))
+        number = {n: i for i, n in enumerate(order, start=1)}
+        kept = [
+            AnswerSentence(text=s.text, citations=[number[n] for n in s.citations]) for s in kept
+        ]
         citations = []
-        for n in sorted({n for sentence in kept for n in sentence.citations}):
-            about = " ".join(s.text for s in kept if n in s.citations)
-            citations.append(_citation(by_n[n], best_quote(by_n[n], about)))
+        for n in order:
+            about = " ".join(s.text for s in kept if number[n] in s.citations)
+            block = by_n[n]
+            citations.append(
+                _citation(block, best_quote(block, about)).model_copy(update={"n": number[n]})
+            )
         notes = []
         if withheld:
             notes.append(f"withheld {len(withheld)} sentence(s) without a valid citation")
         if unknown:
             notes.append(f"dropped citations of unknown documents {unknown}")
+        first = kept[0]
         return AnswerResponse(
             answer=" ".join(sentence.text for sentence in kept),
             abstained=False,
             reason="; ".join(notes) or None,
             sentences=kept,
+            lead=AnswerUnit(text=first.text, citations=list(first.citations)),
             citations=citations,
             confidence=confidence,
             mode="llm",
@@ -733,19 +821,78 @@ def _finished(steps: Generator[AnswerToken, None, AnsweredQuery]) -> AnsweredQue
 
 
 def _citation(block: ContextBlock, quote: str) -> Citation:
-    """The citation of ``block``; an image block's has its page, crop box and image URL, and no
-    quote (the model read the image, not a text)."""
+    """The citation of ``block`` quoting ``quote`` (a piece of its text): on the page(s) the
+    quote's characters are printed on, with their boxes (:mod:`query.quotes`). An image block's
+    has its page, crop box and image URL, and no quote (the model read the image, not a text)."""
+    if block.image is not None:
+        return Citation(
+            n=block.n,
+            doc_id=block.doc_id,
+            page_number=block.page_number,
+            chunk_id=block.chunk_id,
+            kind="image",
+            element_ids=list(block.element_ids),
+            bboxes=list(block.bboxes),
+            page_image_url=page_image_url(block.doc_id, block.page_number, list(block.bboxes)),
+            quote="",
+            title=block.title,
+            source_name=block.source_name,
+        )
+    found = find_quote(block.text, quote)
+    ranges = (found,) if found is not None else ()
+    return _quoted(block.n, block, quote, ranges)
+
+
+def _quoted(n: int, block: ContextBlock, quote: str, ranges: Sequence[tuple[int, int]]) -> Citation:
+    """Citation ``n`` of the characters ``ranges`` of ``block``'s text, shown as ``quote``."""
+    parts = quote_parts(block.text, ranges, block.spans, block.page_number, block.bboxes)
+    if not ranges:  # not found verbatim: the block's own page, as before spans
+        parts = [parts[0].model_copy(update={"text": quote})]
+    first = parts[0]
     return Citation(
-        n=block.n,
+        n=n,
         doc_id=block.doc_id,
-        page_number=block.page_number,
+        page_number=first.page_number,
         chunk_id=block.chunk_id,
-        kind="image" if block.image is not None else "text",
+        kind="text",
         element_ids=list(block.element_ids),
-        bboxes=list(block.bboxes),
-        page_image_url=page_image_url(block.doc_id, block.page_number, list(block.bboxes)),
-        quote="" if block.image is not None else quote,
+        bboxes=list(first.bboxes),
+        page_image_url=page_image_url(block.doc_id, first.page_number, list(first.bboxes)),
+        quote=quote,
+        parts=parts,
+        title=block.title,
+        source_name=block.source_name,
     )
+
+
+def _unit_citation(n: int, scored: Scored, max_words: int) -> tuple[AnswerUnit, Citation]:
+    """The answer unit ``scored`` (cut to ``max_words``) and its citation number ``n``."""
+    unit, block = scored.unit, scored.block
+    shown, ranges = window(unit, block.text, scored.value, max_words)
+    quote = " | ".join(" ".join(block.text[a:b].split()) for a, b in ranges)
+    answer_unit = AnswerUnit(
+        text=shown,
+        kind=unit.kind,
+        value=scored.value.text if scored.value is not None else None,
+        citations=[n],
+    )
+    return answer_unit, _quoted(n, block, quote, ranges)
+
+
+#: Reference kinds that name a place in one document (a page, a slide, a figure).
+_PLACE_KINDS = frozenset({"page", "slide", "position", "figure", "table", "cover"})
+
+
+def _one_document_for_page_references(query: str, blocks: list[ContextBlock]) -> list[ContextBlock]:
+    """``blocks`` of the best-ranked document only when the question refers to a page, slide
+    or figure without naming a document: "page 3" of six documents is not one answer
+    (resolving which document belongs to retrieval). Otherwise ``blocks`` as they are."""
+    if len({block.doc_id for block in blocks}) < 2:
+        return blocks
+    if not any(ref.kind in _PLACE_KINDS for ref in parse_references(query)):
+        return blocks
+    best = next((block.doc_id for block in blocks if block.image is None), blocks[0].doc_id)
+    return [block for block in blocks if block.doc_id == best]
 
 
 def _unique(passages: list[Passage]) -> list[Passage]:

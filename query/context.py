@@ -18,6 +18,7 @@ from core.types import (
     BBox,
     ImageContextRef,
     Passage,
+    TextSpan,
 )
 
 # -- passages and context ----------------------------------------------------------------------
@@ -36,6 +37,10 @@ class ContextBlock(BaseModel):
     title: str | None = None
     element_ids: list[str] = Field(default_factory=list)
     bboxes: list[BBox] = Field(default_factory=list)
+    #: where the characters of ``text`` are printed, on every page of the chunk
+    #: (:mod:`query.quotes` cites a quote on the page of its own characters)
+    spans: list[TextSpan] = Field(default_factory=list)
+    source_name: str | None = None
     truncated: bool = False
     #: set on a page-image block (``query.vision``): the image's origin and cost; ``text`` is
     #: then empty and ``bboxes`` holds the crop (none = the whole page)
@@ -109,6 +114,8 @@ def context_block(n: int, passage: Passage, text: str, truncated: bool = False) 
         title=passage.title,
         element_ids=list(passage.element_ids),
         bboxes=list(passage.bboxes),
+        spans=list(passage.spans),
+        source_name=passage.source_name,
         truncated=truncated,
     )
 

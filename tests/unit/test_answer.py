@@ -24,6 +24,7 @@ from core.types import (
     Question,
     RouteName,
     SearchFilters,
+    TextSpan,
 )
 from gateway.protocol import AnswerRequest
 from models.llm import LlmError, MalformedOutput
@@ -143,10 +144,12 @@ def test_extractive_answer_quotes_verbatim_with_citations() -> None:
     assert [s.text for s in out.sentences] == [
         "The company employed 1,250 people at the end of 2023."
     ]
-    assert out.sentences[0].citations == [2]
+    assert out.sentences[0].citations == [1]  # numbered by first appearance, not by block
+    assert out.lead is not None and out.lead.value == "1,250" and out.lead.citations == [1]
+    assert out.lead.text == out.sentences[0].text and out.lead.kind == "sentence"
     (citation,) = out.citations
     assert (citation.n, citation.doc_id, citation.page_number, citation.chunk_id) == (
-        2,
+        1,
         "annual-report",
         7,
         "c-staff",
@@ -196,8 +199,15 @@ def test_extractive_prefers_numbers_and_reads_table_rows() -> None:
     ]
     p, _ = pipeline(passages=[table])
     out = ask(p, "How many people is the headcount in Europe?")
-    assert out.sentences[0].text == "| Europe | 830 |"
-    assert out.sentences[0].citations == [1]
+    # the lead is the table cell, with its row label and column header
+    assert out.lead is not None and out.lead.kind == "table_cell"
+    assert out.lead.text == "Europe — Headcount: 830" and out.lead.value == "830"
+    assert out.sentences[0].text == out.lead.text and out.sentences[0].citations == [1]
+    assert out.citations[0].quote == "Europe | 830"  # the printed cells, verbatim
+    # the earlier list of quotes stays available as the evaluation's baseline
+    p, _ = pipeline(passages=[table], extractive="quotes")
+    out = ask(p, "How many people is the headcount in Europe?")
+    assert out.sentences[0].text == "| Europe | 830 |" and out.lead is None
 
 
 def test_extractive_abstains_when_no_sentence_overlaps() -> None:
@@ -697,3 +707,61 @@ def test_visual_rerank_fuses_page_order_but_keeps_the_rankers_scores() -> None:
     assert (
         off.run(AnswerRequest(query="office hours"), ACCESS, "t").trace.answer.visual_ranker is None
     )
+
+
+# -- citations on the page the quote is printed on ----------------------------------------------
+
+BREAK_TEXT = (
+    "Half of Americans say spending should stay the same.\n"
+    "The share who say allies should increase defense spending was 35% in 2019."
+)
+LINE_7 = BBox(x0=50, y0=700, x1=500, y1=712)
+LINE_8 = BBox(x0=50, y0=60, x1=480, y1=72)
+
+
+def page_break_passages() -> list[Passage]:
+    """One chunk across pages 7 and 8, seen once per page (as the candidate search hands it)."""
+    cut = BREAK_TEXT.index("\n")
+    spans = [
+        TextSpan(start=0, end=cut, page_number=7, bbox=LINE_7),
+        TextSpan(start=cut + 1, end=len(BREAK_TEXT), page_number=8, bbox=LINE_8),
+    ]
+    return [
+        Passage(
+            chunk_id="c-break",
+            doc_id="pew",
+            page_number=page,
+            text=BREAK_TEXT,
+            score=0.9,
+            bboxes=[box],
+            spans=spans,
+            title="Americans and Germans",
+            source_name="pew.pdf",
+        )
+        for page, box in ((7, LINE_7), (8, LINE_8))
+    ]
+
+
+def test_extractive_lead_is_cited_on_the_page_its_sentence_is_printed_on() -> None:
+    p, _ = pipeline(passages=page_break_passages())
+    out = ask(p, "What share of Americans said allies should increase defence spending in 2019?")
+    assert out.lead is not None and out.lead.value == "35%"
+    (citation,) = [c for c in out.citations if c.n == out.lead.citations[0]]
+    assert citation.page_number == 8 and citation.bboxes == [LINE_8]
+    assert [part.page_number for part in citation.parts] == [8]
+    assert citation.page_image_url == page_image_url("pew", 8, [LINE_8])
+    assert (citation.title, citation.source_name) == ("Americans and Germans", "pew.pdf")
+
+
+def test_llm_citations_land_on_the_quotes_page_and_are_numbered_by_appearance() -> None:
+    passages = [*page_break_passages(), REVENUE]
+    llm = FakeLlm(reply(("Revenue rose.", [3]), ("35% wanted more defense spending.", [1, 3])))
+    p, _ = pipeline(llm, passages=passages)
+    out = ask(p, "What share wanted more defense spending in 2019, and how did revenue do?")
+    # block 3 appears first in the answer, so it is citation 1
+    assert [s.citations for s in out.sentences] == [[1], [2, 1]]
+    by_n = {c.n: c for c in out.citations}
+    assert by_n[1].chunk_id == "c-rev"
+    assert by_n[2].chunk_id == "c-break" and by_n[2].page_number == 8
+    assert by_n[2].quote in BREAK_TEXT.replace("\n", " ")
+    assert out.lead is not None and out.lead.text == "Revenue rose."
