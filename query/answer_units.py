@@ -404,7 +404,7 @@ _QUARTER_WORDS = {
     "3rd": 3,
     "4th": 4,
 }
-_YEAR = re.compile(r"(?<![\d.,])(?:fy\s?'?|fiscal\s+(?:year\s+)?)?((?:19|20)\d{2})(?![\d,])", _I)
+_YEAR = re.compile(r"(?<![\d.,])(?:fy\s?'?|fiscal\s+(?:year\s+)?)?((?:19|20)\d{2})(?!\d|,\d)", _I)
 _SHORT_FY = re.compile(r"\bfy\s?'?(\d{2})\b", _I)
 _ERA_YEAR = re.compile(r"(令和|平成|昭和)\s?(\d{1,2}|元)\s?年")
 _QUARTER = re.compile(

@@ -251,3 +251,8 @@ def test_a_long_unit_is_quoted_as_a_window_around_its_value() -> None:
     assert shown.startswith("… ") and shown.endswith(" …")
     ((a, b),) = ranges
     assert " ".join(text[a:b].split()) in shown
+
+
+def test_a_year_before_a_comma_is_a_year() -> None:
+    assert periods_in("moved 4.2 million parcels in 2024, a record").years == {2024}
+    assert periods_in("a total of 12,2024 units").years == set()
