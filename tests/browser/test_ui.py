@@ -38,6 +38,11 @@ Browser = playwright_api.Browser
 Page = playwright_api.Page
 
 REAL_PDF = "ULTABEAUTY_2023Q4_EARNINGS.pdf"
+ULTA_TITLE = "Ulta Beauty Announces Fourth Quarter Fiscal 2022 Results"
+#: Answered on page 2 of REAL_PDF, in a passage that starts on page 1.
+LEAD_QUESTION = "What was Ulta Beauty's tax rate in the fourth quarter of fiscal 2022?"
+#: The release states no dividend: an extractive answer abstains, with related passages.
+NO_ANSWER_QUESTION = "What dividend per share did Ulta pay in fiscal 2022?"
 JA_PDF = "keshouhin-standard.pdf"
 #: The scripted model's streamed answer: two cited sentences, then one citing a block that was
 #: never in the context, which the citation check withholds.
@@ -217,6 +222,19 @@ def script(llm: tuple[str, Script]) -> Iterator[Script]:
     llm[1].reset()
 
 
+@pytest.fixture()
+def extractive(service: IndexService, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Answers without an LLM for one test, as the embedded default gives them: the service's
+    answer pipeline with its model unset (the rest of the module keeps the scripted stub)."""
+    pipeline = service._answers
+    assert pipeline is not None
+    monkeypatch.setattr(pipeline, "llm", None)
+
+
+def words(text: str) -> set[str]:
+    return set(re.findall(r"\w+", text.lower()))
+
+
 @pytest.fixture(scope="module")
 def uploaded(
     chromium: Browser, base_url: str, eval_dir: Path, screenshots: Path, service: IndexService
@@ -354,6 +372,8 @@ def test_upload_shows_job_progress_and_the_bad_files_error_code(
     row = page.locator(f'#documents-table tr[data-doc-id="{uploaded["doc_id"]}"]')
     expect(row).to_be_visible()
     expect(row.locator("td").nth(1)).to_have_text("9")  # pages
+    # the title, with the file name next to it
+    expect(row.locator("td").first).to_have_text(f"{ULTA_TITLE} — {REAL_PDF}")
     with api(base_url) as client:
         doc = client.get(f"/documents/{uploaded['doc_id']}").raise_for_status().json()
     expect(row.locator("td").nth(2)).to_have_text(doc["document"]["version"][:12] + "…")
@@ -372,9 +392,8 @@ def test_document_detail_and_delete_with_confirmation(
     doc_id = uploaded["doc_id"]
     page = open_ui(chromium, base_url, f"#/documents/{doc_id}")
     try:
-        expect(page.locator("#document-title")).to_have_text(
-            "Ulta Beauty Announces Fourth Quarter Fiscal 2022 Results"
-        )
+        expect(page.locator("#document-title")).to_have_text(ULTA_TITLE)
+        expect(page.locator(".facts")).to_contain_text(REAL_PDF)
         tiles = page.locator("#document-body .page-grid .page-frame")
         expect(tiles).to_have_count(9)
         expect(tiles.first).to_have_attribute("data-state", "ready", timeout=30_000)
@@ -488,6 +507,8 @@ def test_search_draws_the_evidence_boxes_on_each_thumbnail_and_large(
         for i, hit in enumerate(found["hits"]):
             item = hits.nth(i)
             expect(item.locator(".hit-title")).to_contain_text(f"page {hit['page_number']}")
+            if hit["doc_id"] == uploaded["doc_id"]:  # the title, the file name next to it
+                expect(item.locator(".hit-title")).to_contain_text(f"{ULTA_TITLE} — {REAL_PDF}")
             if hit["snippet"]:
                 expect(item.locator(".snippet")).to_have_text(hit["snippet"])
             for route, score in hit["route_scores"].items():
@@ -660,6 +681,121 @@ def test_abstention_and_strict_policy(
         close(page)
 
 
+def test_the_leads_citation_opens_the_page_its_quote_is_printed_on(
+    chromium: Browser,
+    base_url: str,
+    uploaded: dict[str, Any],
+    extractive: None,
+    eval_dir: Path,
+    axe_source: str,
+    screenshots: Path,
+) -> None:
+    """Extractive: the direct answer first, its value marked; its [n] opens the page its
+    quote's characters are printed on (``parts[0]``, not the passage's first page), with boxes
+    around exactly that part; a quote across a page break continues on the next page."""
+    import pymupdf
+
+    page = open_ui(chromium, base_url, "#/answer")
+    view = page.locator("#view-answer")
+    try:
+        page.get_by_label("Question").fill(LEAD_QUESTION)
+        view.get_by_label("Route").select_option("text")
+        with page.expect_response("**/v1/answer") as response_info:
+            page.get_by_role("button", name="Ask").click()
+        expect(page.locator("#answer-final")).to_be_visible(timeout=60_000)
+        answer = sse_answer(response_info.value.text())
+        assert answer["mode"] == "extractive" and not answer["abstained"], answer
+        lead = answer["lead"]
+        assert lead is not None and lead["citations"], answer
+        by_n = {c["n"]: c for c in answer["citations"]}
+        cited = by_n[lead["citations"][0]]
+        assert cited["n"] == 1  # numbered by first appearance: the lead's first
+        assert cited["doc_id"] == uploaded["doc_id"] and cited["parts"], cited
+        part = cited["parts"][0]
+        assert part["bboxes"], part
+
+        # the lead, first and prominent, with its value marked and where it is printed
+        shown = page.locator("#answer-lead")
+        expect(shown).to_contain_text(lead["text"])
+        if lead["value"] and lead["value"] in lead["text"]:
+            expect(shown.locator("mark.value")).to_have_text(lead["value"])
+        pages = sorted({p["page_number"] for p in cited["parts"]})
+        where = f"p. {pages[0]}" if len(pages) == 1 else f"pp. {pages[0]}–{pages[-1]}"
+        expect(page.locator(".lead-source")).to_contain_text(f"{ULTA_TITLE} — {REAL_PDF}, {where}")
+        if answer["supporting"]:  # collapsed
+            supporting = page.locator("#answer-supporting")
+            expect(supporting.locator("summary")).to_have_text(
+                f"Supporting quotes ({len(answer['supporting'])})"
+            )
+            assert supporting.get_attribute("open") is None
+            expect(supporting.locator("li").first).to_be_hidden()
+        # the citations: title — file name, page (never a bare id)
+        first = page.locator("ol.citations li").first
+        expect(first).to_contain_text(f"{ULTA_TITLE} — {REAL_PDF}, {where}")
+        assert_accessible(page, axe_source, "answer (lead)")
+        shoot(page, screenshots, "answer-lead")
+
+        # the lead's [n]: the page its quote is printed on, boxes around exactly the quote
+        with pymupdf.open(eval_dir / "pdfs" / REAL_PDF) as pdf:
+            printed = [pdf[p["page_number"] - 1].get_text() for p in cited["parts"]]
+        viewer = page.locator("#viewer")
+        shown.locator(f'button.cite[data-n="{cited["n"]}"]').click()
+        expect(viewer).to_be_visible()
+        for i, quoted in enumerate(cited["parts"]):
+            number = quoted["page_number"]
+            assert words(quoted["text"]) <= words(printed[i]), (quoted, number)
+            expect(viewer.locator("#viewer-title")).to_contain_text(f"[{cited['n']}]")
+            expect(viewer.locator("#viewer-title")).to_contain_text(
+                re.compile(rf"\bpage {number}\b")
+            )
+            frame = viewer.locator(".page-frame")
+            expect(frame).to_have_attribute("data-page", str(number))
+            measured = measure(frame)
+            assert_boxes(measured, quoted["bboxes"], page_size(base_url, cited["doc_id"], number))
+            assert all(f"cite-{cited['n']}" in box["cls"].split() for box in measured["boxes"])
+            if i == 0:
+                shoot(page, screenshots, "citation-lead")
+            if i + 1 < len(cited["parts"]):  # a quote across a page break: the next page
+                following = cited["parts"][i + 1]["page_number"]
+                viewer.get_by_role("button", name=f"continues on page {following}").click()
+                expect(frame).to_have_attribute("data-page", str(following))
+        page.get_by_role("button", name="Close").click()
+        expect(viewer).to_be_hidden()
+    finally:
+        close(page)
+
+
+def test_an_extractive_abstention_lists_the_nearest_passages(
+    chromium: Browser, base_url: str, uploaded: dict[str, Any], extractive: None
+) -> None:
+    page = open_ui(chromium, base_url, "#/answer")
+    view = page.locator("#view-answer")
+    try:
+        page.get_by_label("Question").fill(NO_ANSWER_QUESTION)
+        view.get_by_label("Route").select_option("text")
+        with page.expect_response("**/v1/answer") as response_info:
+            page.get_by_role("button", name="Ask").click()
+        shown = page.locator("#answer-final")
+        expect(shown).to_have_attribute("data-abstained", "true", timeout=60_000)
+        answer = sse_answer(response_info.value.text())
+        assert answer["abstained"] and answer["related"], answer
+        expect(shown).to_contain_text(f"Why: {answer['reason']}")
+        links = page.locator(".related li")
+        expect(links).to_have_count(len(answer["related"]))
+        nearest = answer["related"][0]
+        part = (nearest["parts"] or [nearest])[0]
+        # title · file name · p. N: a link that opens the page with the passage's boxes
+        link = links.first.locator("button.related-link")
+        expect(link).to_contain_text(f"{REAL_PDF} · p")
+        link.click()
+        frame = page.locator("#viewer .page-frame")
+        expect(frame).to_have_attribute("data-page", str(part["page_number"]))
+        size = page_size(base_url, nearest["doc_id"], part["page_number"])
+        assert_boxes(measure(frame), part["bboxes"], size)
+    finally:
+        close(page)
+
+
 # -- hostile document text -------------------------------------------------------------------------
 
 
@@ -685,7 +821,13 @@ def test_document_text_is_shown_as_text_and_runs_nothing(
         job = page.locator('li.job[data-file="<b>memo</b>.pdf"]')
         expect(job).to_have_attribute("data-state", "READY", timeout=120_000)
         expect(job.locator("strong").first).to_have_text("<b>memo</b>.pdf")
-        expect(page.locator("#documents-table")).to_contain_text(HOSTILE_TITLE)
+        # the title the service chose (the metadata's, or the page's largest lines: markup
+        # either way), shown as text
+        with api(base_url) as client:
+            docs = client.get("/documents").raise_for_status().json()["documents"]
+        title = next(d for d in docs if d["doc_id"] == job.get_attribute("data-doc-id"))["title"]
+        assert "<img src=x onerror=" in title, title
+        expect(page.locator("#documents-table")).to_contain_text(title)
 
         page.goto(f"{base_url}/ui#/search")
         view = page.locator("#view-search")
@@ -693,7 +835,7 @@ def test_document_text_is_shown_as_text_and_runs_nothing(
         view.get_by_label("Route").select_option("keyword")
         page.get_by_role("button", name="Search").click()
         hit = page.locator("#search-results li.hit").first
-        expect(hit.locator(".hit-title")).to_contain_text(HOSTILE_TITLE)
+        expect(hit.locator(".hit-title")).to_contain_text(title)
         expect(hit.locator(".snippet")).to_contain_text("<script>")
         hit.locator("button.thumb").click()
         expect(page.locator("#viewer-caption")).to_contain_text("onerror")

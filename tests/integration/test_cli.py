@@ -10,16 +10,18 @@ documented shape with ``--json``), progress and errors on stderr; a failure is o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import re
 import shutil
 import traceback
 import zipfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pymupdf
@@ -28,11 +30,22 @@ from typer.testing import CliRunner, Result
 
 from core.errors import PageSightError
 from core.settings import GatewayOptions, Settings, VisualEmbedderOptions
-from core.types import JobState, JobStatus
+from core.types import (
+    AnswerResponse,
+    AnswerSentence,
+    AnswerUnit,
+    BBox,
+    Citation,
+    Document,
+    JobState,
+    JobStatus,
+    QuotePart,
+)
 from gateway.auth import KeyRing, new_key
 from gateway.key_stores import FileKeyStore
 from ingestion import samples
 from ingestion.catalog import Catalog
+from services import cli as cli_module
 from services.cli import _job_line, app
 from tests.asgi_server import free_port, serving
 from tests.serving import gateway_app, warm_service
@@ -617,7 +630,9 @@ def test_search_has_one_shape_in_both_modes(
         assert result.exit_code == 0, result.output
         first, hit = result.stdout.splitlines()[:2]
         assert first.startswith("route text — ") and " ms — trace " in first
-        assert re.match(r" 1\. table\.pdf  page 1  score \d\.\d{4}  ", hit), hit
+        # the title with the file name next to it, never a bare id
+        assert re.match(r" 1\. Revenue by Region — table\.pdf  page 1  score \d\.\d{4}  ", hit), hit
+        assert response["hits"][0]["doc_id"] not in result.stdout
     remote_response, local_response = responses
     assert remote_response["route"] == local_response["route"]
     assert [h["page_number"] for h in remote_response["hits"]] == [
@@ -639,15 +654,182 @@ def test_answer_has_one_shape_in_both_modes(
         assert response["citations"] and "Fuel prices" in response["citations"][0]["quote"]
         answers.append(response)
 
+        assert {"lead", "supporting", "related"} <= set(response)
+        for cited in response["citations"]:
+            assert {"parts", "title", "source_name"} <= set(cited)
+
         result = cli(["answer", question, "--route", "text", *mode_args], env)
         assert result.exit_code == 0, result.output
-        text, citation = result.stdout.splitlines()[:2]
-        assert "[1]" in text and citation.startswith("[1] ")
+        lines = result.stdout.splitlines()
+        first = response["citations"][0]
+        assert "[1]" in lines[0]
+        if response["lead"] is not None:  # the direct answer first, then where it is printed
+            lead = response["lead"]
+            assert lines[0] == f"{lead['text']} " + "".join(f"[{n}]" for n in lead["citations"])
+            assert re.fullmatch(r"  \[\d+\] .+ — report\.pdf, pp?\. \d+(–\d+)?", lines[1])
+        citations = lines[lines.index("Citations:") + 1 :]
+        assert len(citations) == len(response["citations"])
+        assert citations[0].startswith(f"[{first['n']}] ")
+        assert " — report.pdf, p. 1: “Fuel prices" in citations[0]  # title — file, page, quote
+        assert first["doc_id"] not in result.stdout  # never a bare id
         assert "extractive, confidence " in result.stderr
         one_error(cli(["answer", question, "--policy", "lax", *mode_args], env), "INVALID_REQUEST")
     remote_answer, local_answer = answers
     assert set(remote_answer) == set(local_answer)
     assert remote_answer["answer"] == local_answer["answer"]
+
+
+# The human form of an answer, on answers of the documented shape (README, "Command line"),
+# whatever the pipeline picks: the session's backend returns them as they are.
+PEW_ID = "0b7c41e2-5d1a-4c9e-9a53-6f0d2c8e1a77"
+PEW_FILE = "PG_2020.03.09_US-Germany_FINAL.pdf"
+PEW_TITLE = "Americans and Germans Disagree on the State of Bilateral Relations"
+PEW_LEAD = "In 2019, 35% of Americans said European allies should increase defense spending."
+PEW_CROSSING = (
+    "Americans are somewhat less likely than in 2017 to say that European allies should spend "
+    "more on national defense, and the share who say allies should keep spending the same has "
+    "grown, while Germans are divided over whether to increase spending."
+)
+
+
+def _cited(n: int, pages: list[int], quote: str, named: bool = True) -> Citation:
+    return Citation(
+        n=n,
+        doc_id=PEW_ID,
+        page_number=pages[0],
+        chunk_id=f"chunk-{n}",
+        bboxes=[BBox(x0=72, y0=100, x1=300, y1=112)],
+        page_image_url=f"/v1/documents/x/pages/{pages[0]}/image",
+        quote=quote,
+        parts=[
+            QuotePart(page_number=p, text=quote, bboxes=[BBox(x0=72, y0=90, x1=300, y1=99)])
+            for p in pages
+        ],
+        title=PEW_TITLE if named else None,
+        source_name=PEW_FILE if named else None,
+    )
+
+
+@pytest.fixture()
+def answered(monkeypatch: pytest.MonkeyPatch) -> Callable[[AnswerResponse], None]:
+    """``pagesight answer`` answers with the given response (no index is opened); the
+    documents list names the document for citations that carry no title or file name."""
+
+    def use(response: AnswerResponse) -> None:
+        document = Document(
+            doc_id=PEW_ID, version="0" * 64, source_uri=f"upload:{PEW_FILE}", title=PEW_TITLE
+        )
+        backend = SimpleNamespace(
+            answer=lambda caller, request, trace_id: response,
+            documents=lambda caller: [document],
+        )
+
+        @contextlib.contextmanager
+        def session(*args: Any, **kwargs: Any) -> Iterator[Any]:
+            yield SimpleNamespace(backend=backend, caller=None)
+
+        monkeypatch.setattr(cli_module, "_session", session)
+
+    return use
+
+
+def test_answer_prints_the_lead_first_then_supporting_quotes_and_citations(
+    answered: Callable[[AnswerResponse], None],
+) -> None:
+    long_quote = "Asked about defense spending, " + "allies and partners " * 20 + "disagree."
+    response = AnswerResponse(
+        answer=PEW_LEAD,
+        abstained=False,
+        sentences=[AnswerSentence(text=PEW_LEAD, citations=[1])],
+        lead=AnswerUnit(text=PEW_LEAD, kind="sentence", value="35%", citations=[1]),
+        supporting=[
+            AnswerUnit(text=PEW_CROSSING, citations=[2]),
+            AnswerUnit(text=long_quote, citations=[1]),
+        ],
+        citations=[_cited(1, [8], PEW_LEAD), _cited(2, [7, 8], PEW_CROSSING, named=False)],
+        confidence=0.71,
+        mode="extractive",
+        trace_id="trace-lead",
+    )
+    answered(response)
+    result = cli(["answer", "share of Americans in 2019 saying allies should increase defence"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[:4] == [
+        f"{PEW_LEAD} [1]",  # the direct answer first, with its marker
+        f"  [1] {PEW_TITLE} — {PEW_FILE}, p. 8",  # where it is printed
+        "",
+        "Supporting:",
+    ]
+    supporting = lines[4:6]
+    assert all(line.startswith("  - ") for line in supporting)  # indented, one line each
+    assert supporting[0].endswith(" [2]") and supporting[1].endswith("… [1]")
+    assert len(supporting[1]) <= len("  - ") + 160 + len(" [1]")  # shortened
+    assert lines[6:8] == ["", "Citations:"]
+    assert lines[8].startswith(f"[1] {PEW_TITLE} — {PEW_FILE}, p. 8: “{PEW_LEAD}")
+    # named from the documents list; a quote across a page break gives both pages
+    assert lines[9].startswith(f"[2] {PEW_TITLE} — {PEW_FILE}, pp. 7–8: “Americans are")
+    assert len(lines) == 10
+    assert PEW_ID not in result.stdout  # never a bare id
+    assert "extractive, confidence 0.71, trace trace-lead" in result.stderr
+
+    # --json: the response model as it is, the lead's value included
+    printed = as_json(cli(["answer", "share of Americans", "--json"]))
+    assert printed == json.loads(response.model_dump_json())
+    assert printed["lead"]["value"] == "35%"
+    assert [p["page_number"] for p in printed["citations"][1]["parts"]] == [7, 8]
+
+
+def test_answer_prints_an_abstentions_reason_and_related_passages(
+    answered: Callable[[AnswerResponse], None],
+) -> None:
+    reason = "no passage states a dividend per share for fiscal 2022"
+    answered(
+        AnswerResponse(
+            answer="The documents do not contain this.",
+            abstained=True,
+            reason=reason,
+            related=[_cited(1, [3], PEW_CROSSING), _cited(2, [7, 8], "", named=False)],
+            confidence=0.42,
+            mode="extractive",
+            trace_id="trace-abstain",
+        )
+    )
+    result = cli(["answer", "What dividend per share did Ulta pay in fiscal 2022?"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        "The documents do not contain this.",
+        f"Why: {reason}",
+        "",
+        "Related:",
+        f"  - {PEW_TITLE} — {PEW_FILE}, p. 3: “{PEW_CROSSING[:139]}…”",
+        f"  - {PEW_TITLE} — {PEW_FILE}, pp. 7–8",
+    ]
+
+
+def test_answer_without_a_lead_prints_its_sentences(
+    answered: Callable[[AnswerResponse], None],
+) -> None:
+    """A server that sends no ``lead`` (older): the sentences with markers, then citations."""
+    answered(
+        AnswerResponse(
+            answer=f"{PEW_LEAD} {PEW_CROSSING}",
+            abstained=False,
+            sentences=[
+                AnswerSentence(text=PEW_LEAD, citations=[1]),
+                AnswerSentence(text=PEW_CROSSING, citations=[2]),
+            ],
+            citations=[_cited(1, [8], PEW_LEAD), _cited(2, [7], PEW_CROSSING)],
+            confidence=0.6,
+            mode="llm",
+            trace_id="trace-old",
+        )
+    )
+    lines = cli(["answer", "share of Americans"]).stdout.splitlines()
+    assert lines[0] == f"{PEW_LEAD[:-1]} [1]. {PEW_CROSSING[:-1]} [2]."
+    assert lines[1:3] == ["", "Citations:"]
+    assert lines[3].startswith(f"[1] {PEW_TITLE} — {PEW_FILE}, p. 8: ")
+    assert lines[4].startswith(f"[2] {PEW_TITLE} — {PEW_FILE}, p. 7: ")
 
 
 def test_search_errors_local(local: dict[str, str | None]) -> None:

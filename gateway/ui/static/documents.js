@@ -4,6 +4,7 @@
 import { api, ApiError, enc, forgetDocument } from "./api.js";
 import { $, clear, h, shortId } from "./dom.js";
 import { openViewer, pageFigure } from "./pages.js";
+import { fileNameOf, rememberDocuments } from "./search.js";
 
 const STAGES = ["PENDING", "RENDERING", "PARSING", "EMBEDDING", "INDEXING", "READY"];
 const POLL_MS = 500;
@@ -12,9 +13,7 @@ const PAGES_SHOWN = 24;
 let notify = () => {};
 
 export function documentName(doc) {
-  if (doc.title) return doc.title;
-  const uri = doc.source_uri || "";
-  return uri.slice(uri.lastIndexOf("/") + 1) || doc.doc_id;
+  return doc.title || fileNameOf(doc) || doc.doc_id;
 }
 
 export function initDocuments(notice) {
@@ -135,16 +134,23 @@ export async function listDocuments() {
     notify(`Could not list documents: ${error.describe ? error.describe() : error}`);
     return;
   }
+  rememberDocuments(docs);
   const body = clear(table.tBodies[0]);
   $("documents-empty").hidden = docs.length > 0;
   table.hidden = docs.length === 0;
   for (const doc of docs) {
     const name = documentName(doc);
+    const file = fileNameOf(doc);
     body.append(
       h(
         "tr",
         { "data-doc-id": doc.doc_id },
-        h("td", {}, h("a", { href: `#/documents/${enc(doc.doc_id)}` }, name)),
+        h(
+          "td",
+          {},
+          h("a", { href: `#/documents/${enc(doc.doc_id)}` }, name),
+          file && file !== name ? h("span", { class: "file-name" }, ` — ${file}`) : null,
+        ),
         h("td", {}, String(doc.page_count)),
         h("td", {}, h("code", { title: doc.version }, shortId(doc.version))),
         h("td", {}, h("code", {}, doc.doc_id)),
@@ -231,6 +237,7 @@ export async function showDocument(docId) {
     ["Document id", doc.doc_id],
     ["Current version", doc.version],
     ["Pages", String(detail.pages)],
+    ["File", fileNameOf(doc) || "–"],
     ["Format", doc.source_format],
     ["Source", doc.source_uri],
     ["Size", `${(doc.size_bytes / 1024).toFixed(0)} KiB`],

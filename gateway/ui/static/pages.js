@@ -14,7 +14,12 @@ import { $, clear, h } from "./dom.js";
  * page when there are no boxes (an image block that is the whole page).
  */
 export function pageFigure({ docId, page, boxes = [], alt, boxClass = "evidence", wholePage }) {
-  const frame = h("span", { class: "page-frame", "data-state": "loading" });
+  const frame = h("span", {
+    class: "page-frame",
+    "data-state": "loading",
+    "data-doc-id": docId,
+    "data-page": page,
+  });
   const img = h("img", { class: "page-img", alt });
   frame.append(img);
   Promise.all([pageImage(docId, page), pageSize(docId, page).catch(() => null)])
@@ -58,12 +63,26 @@ function describe(error) {
   return typeof error?.describe === "function" ? error.describe() : String(error);
 }
 
-/** Open the page large in the viewer dialog, with ``boxes`` drawn. */
-export function openViewer({ docId, page, boxes, title, caption, boxClass, wholePage }) {
+/**
+ * Open the page large in the viewer dialog, with ``boxes`` drawn. ``nav``: buttons shown above
+ * the page ([{label, ariaLabel, open}]), e.g. to the page a quote continues on.
+ */
+export function openViewer({ docId, page, boxes, title, caption, boxClass, wholePage, nav = [] }) {
   const dialog = $("viewer");
   $("viewer-title").textContent = title;
   $("viewer-caption").textContent = caption || "";
   $("viewer-caption").hidden = !caption;
+  const links = clear($("viewer-nav"));
+  links.hidden = nav.length === 0;
+  for (const item of nav) {
+    links.append(
+      h(
+        "button",
+        { type: "button", class: "as-link", "aria-label": item.ariaLabel, onclick: item.open },
+        item.label,
+      ),
+    );
+  }
   const holder = clear($("viewer-page"));
   holder.append(
     pageFigure({

@@ -1,5 +1,6 @@
-// Search: query, route, results as page thumbnails with their evidence boxes, snippet and
-// route scores; a click opens the page large with the same boxes.
+// Search: query, route, results as page thumbnails with their evidence boxes, title and file
+// name, snippet and route scores; a click opens the page large with the same boxes. Also the
+// documents' names (title, file name) that hits, citations and the document list show.
 
 import { api, API, enc } from "./api.js";
 import { $, clear, fmt, h } from "./dom.js";
@@ -17,7 +18,8 @@ const ROUTE_HELP = {
   agentic: "agentic (multi-step)",
 };
 
-let titles = new Map();
+//: doc id -> {title, file}, for hits and citations (refreshed with each search or answer).
+let known = new Map();
 
 export async function routeNames() {
   try {
@@ -35,19 +37,68 @@ export function fillRoutes(select, names) {
   select.value = "auto";
 }
 
-/** doc id -> title, for hits and citations (refreshed with each search or answer). */
-export async function documentTitles() {
+/**
+ * A document's file name: ``source_name`` where the API gives one, else the last segment of
+ * its ``source_uri`` ("upload:report.pdf", "/data/in/report.pdf", "https://h/x/report.pdf?v=2").
+ */
+export function fileNameOf({ source_name: sourceName, source_uri: sourceUri } = {}) {
+  if (sourceName) return sourceName;
+  let uri = (sourceUri || "").replace(/^upload:/, "");
+  const remote = /^[a-z][a-z0-9+.-]*:\/\//i.test(uri);
+  if (remote) uri = uri.split(/[?#]/)[0];
+  const name = uri.slice(Math.max(uri.lastIndexOf("/"), uri.lastIndexOf("\\")) + 1);
+  if (!remote) return name;
   try {
-    const docs = (await api("/documents")).documents;
-    titles = new Map(docs.map((d) => [d.doc_id, d.title || d.source_uri.split("/").pop()]));
+    return decodeURIComponent(name);
   } catch {
-    // titles stay as they were; ids are shown instead
+    return name;
   }
-  return titles;
 }
 
-export function titleOf(docId, fallback) {
-  return fallback || titles.get(docId) || docId;
+/** Remember the title and file name of each of ``docs`` (the documents API's entries). */
+export function rememberDocuments(docs) {
+  known = new Map(docs.map((d) => [d.doc_id, { title: d.title || "", file: fileNameOf(d) }]));
+}
+
+/** doc id -> {title, file}, for hits and citations (refreshed with each search or answer). */
+export async function documentTitles() {
+  try {
+    rememberDocuments((await api("/documents")).documents);
+  } catch {
+    // names stay as they were; what the hit or citation carries is shown instead
+  }
+  return known;
+}
+
+/**
+ * {title, file} of a document: what a hit or citation carries (``title``, ``source_name`` or
+ * ``source_uri``), else what the documents list said. Either may be "".
+ */
+export function namesOf(docId, given = {}) {
+  const seen = known.get(docId) || {};
+  const title = given.title || seen.title || "";
+  const file = fileNameOf(given) || seen.file || "";
+  return { title, file };
+}
+
+/** "Title — file.pdf" (one of them when the other is missing or the same); the id only when
+ * neither is known. */
+export function docLabel(docId, given = {}) {
+  const { title, file } = namesOf(docId, given);
+  if (title && file && title !== file) return `${title} — ${file}`;
+  return title || file || docId;
+}
+
+/** The title and the file name next to it ("Title — file.pdf"), as nodes; the id only when
+ * neither is known. */
+export function docNameNodes(docId, given = {}) {
+  const { title, file } = namesOf(docId, given);
+  if (!title && !file) return [h("code", {}, docId)];
+  if (!title || title === file) return [h("span", { class: "doc-title" }, title || file)];
+  return [
+    h("span", { class: "doc-title" }, title),
+    h("span", { class: "file-name" }, ` — ${file}`),
+  ];
 }
 
 export function initSearch() {
@@ -88,8 +139,8 @@ async function runSearch() {
 }
 
 function hitItem(hit) {
-  const name = titleOf(hit.doc_id, hit.title);
-  const label = `${name}, page ${hit.page_number}`;
+  const given = { title: hit.title, source_name: hit.source_name, source_uri: hit.source_uri };
+  const label = `${docLabel(hit.doc_id, given)}, page ${hit.page_number}`;
   const open = () =>
     openViewer({
       docId: hit.doc_id,
@@ -110,8 +161,13 @@ function hitItem(hit) {
     h(
       "div",
       { class: "hit-text" },
-      h("h2", { class: "hit-title" }, `${hit.rank}. `, name, h("span", { class: "muted" },
-        ` — page ${hit.page_number}`)),
+      h(
+        "h2",
+        { class: "hit-title" },
+        `${hit.rank}. `,
+        docNameNodes(hit.doc_id, given),
+        h("span", { class: "muted" }, `, page ${hit.page_number}`),
+      ),
       h("p", { class: "snippet" }, hit.snippet || "(no text on this page)"),
       h(
         "p",
