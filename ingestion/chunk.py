@@ -35,7 +35,7 @@ Rules, in the order they apply:
    does not start in lower case (so "3.5", "e.g. x" and "Fig. 3" stay whole), and blank lines.
    Code is split at line ends. A single sentence longer than ``max_chars`` is hard-split at the
    last whitespace that fits or, with none (CJK), at ``max_chars``. Every piece of a split
-   element carries that element's id and bbox: elements have no finer geometry.
+   element carries that element's id and bbox, and the spans of the lines it covers.
 
 5. **Table rows.** A statement-style table (:func:`ingestion.tables.is_statement_table`: three or
    more data rows labelled with words, a numeric column, not a table of contents) is also indexed
@@ -58,6 +58,12 @@ Rules, in the order they apply:
 
 Chunks may span pages (a paragraph continuing onto the next page in the same section):
 ``page_numbers`` lists every page in order and ``bboxes`` holds one ``(page, bbox)`` per element.
+``spans`` says where each character of the text is printed, so a quote is cited on the page and
+in the boxes of exactly its characters: an element's text maps through its ``lines`` (one span
+per printed line the chunk's piece of it covers), or is one span with the element's box when
+the parser gave no lines; an atomic chunk's caption maps through its CAPTION element (else the
+atomic element's box) and its body is one span with the element's box; a table row is one span
+with the table's box. The joining newlines belong to no span.
 Chunk ids are ``chunk_id(doc_id, version, seq)`` with ``seq`` the chunk's position (row chunks
 continue the numbering after the last ordinary chunk), so the same parsed document always gives
 identical chunks, and turning table rows on or off never renumbers the ordinary ones.
@@ -70,7 +76,15 @@ from dataclasses import dataclass, field
 
 from core.ids import chunk_id
 from core.settings import ChunkOptions
-from core.types import ATOMIC_KINDS, BBox, Chunk, Element, ElementKind, ParsedDocument
+from core.types import (
+    ATOMIC_KINDS,
+    BBox,
+    Chunk,
+    Element,
+    ElementKind,
+    ParsedDocument,
+    TextSpan,
+)
 from ingestion.tables import is_statement_table, parse_markdown_tables, row_texts
 
 #: Joins the texts of the elements inside one chunk.
@@ -203,13 +217,86 @@ def sentence_windows(
     return head or "", windows
 
 
+#: ``(start, end, page_number, bbox)``: where characters ``start:end`` of a part are printed.
+_Loc = tuple[int, int, int, BBox]
+
+
+def _align(piece: str, source: str, start: int) -> list[int] | None:
+    """Where each character of ``piece`` sits in ``source``, reading from ``start``: ``piece``
+    is ``source``'s text from there on with whitespace dropped or changed at most (a hard
+    split's piece loses the whitespace after it). ``-1`` marks whitespace ``source`` lacks;
+    ``None`` when ``piece`` is not there."""
+    found = source.find(piece, start)
+    if found >= 0:
+        return list(range(found, found + len(piece)))
+    out: list[int] = []
+    j = start
+    for ch in piece:
+        while j < len(source) and source[j] != ch and source[j].isspace():
+            j += 1
+        if j < len(source) and source[j] == ch:
+            out.append(j)
+            j += 1
+        elif ch.isspace():
+            out.append(-1)
+        else:
+            return None
+    return out
+
+
+def _locs(element: Element, piece: str, positions: list[int] | None) -> list[_Loc]:
+    """Where ``piece`` (a part of ``element.text`` at ``positions``) is printed: one loc per
+    line of the element it covers; one loc with the element's box when the element has no
+    lines or the piece could not be placed in its text; none when there is no box either."""
+    if not piece:
+        return []
+    if positions is None or not element.lines:
+        return [(0, len(piece), element.page_number, element.bbox)] if element.bbox else []
+    lines = sorted(element.lines, key=lambda line: line.start)
+    runs: list[list[int]] = []  # [line index, first char, last char]
+    li = 0
+    for i, j in enumerate(positions):
+        if j < 0:
+            continue
+        while li < len(lines) and lines[li].end <= j:
+            li += 1
+        if li == len(lines):
+            break
+        if j < lines[li].start:
+            continue  # a joining space between two lines
+        if runs and runs[-1][0] == li:
+            runs[-1][2] = i
+        else:
+            runs.append([li, i, i])
+    return [(first, last + 1, element.page_number, lines[li].bbox) for li, first, last in runs]
+
+
+class _Pieces:
+    """Places the consecutive pieces a chunker cuts from one element in the element's text."""
+
+    def __init__(self, element: Element) -> None:
+        self.element = element
+        self.cursor = 0
+
+    def locs(self, piece: str) -> list[_Loc]:
+        positions = _align(piece, self.element.text, self.cursor)
+        if positions is None:
+            positions = _align(piece, self.element.text, 0)
+        placed = [j for j in positions or [] if j >= 0]
+        if placed:
+            self.cursor = placed[-1] + 1
+        return _locs(self.element, piece, positions)
+
+
 @dataclass
 class _Draft:
-    """A chunk under construction: its text parts and the elements they came from."""
+    """A chunk under construction: its text parts, where each part is printed (``locs``, one
+    list per part, offsets within the part) and the elements they came from."""
 
     section_path: list[str]
     atomic: bool = False
     parts: list[str] = field(default_factory=list)
+    locs: list[list[_Loc]] = field(default_factory=list)
     elements: list[Element] = field(default_factory=list)
 
     @property
@@ -220,13 +307,27 @@ class _Draft:
     def length(self) -> int:
         return len(self.text)
 
-    def add(self, element: Element, text: str) -> None:
+    @property
+    def spans(self) -> list[TextSpan]:
+        out: list[TextSpan] = []
+        offset = 0
+        for part, locs in zip(self.parts, self.locs, strict=True):
+            for start, end, page, bbox in locs:
+                out.append(
+                    TextSpan(start=offset + start, end=offset + end, page_number=page, bbox=bbox)
+                )
+            offset += len(part) + len(ELEMENT_SEPARATOR)
+        return out
+
+    def add(self, element: Element, text: str, locs: list[_Loc]) -> None:
         self.parts.append(text)
+        self.locs.append(locs)
         if not any(e.element_id == element.element_id for e in self.elements):
             self.elements.append(element)
 
     def absorb(self, other: _Draft) -> None:
         self.parts.extend(other.parts)
+        self.locs.extend(other.locs)
         for element in other.elements:
             if not any(e.element_id == element.element_id for e in self.elements):
                 self.elements.append(element)
@@ -313,21 +414,23 @@ class Chunker:
             text = element.text.strip()
             if not text:
                 continue
+            pieces = _Pieces(element)
             room = (
                 max_chars - open_draft.length - len(ELEMENT_SEPARATOR)
                 if open_draft is not None
                 else max_chars
             )
             if open_draft is not None and len(text) <= room:
-                open_draft.add(element, text)
+                open_draft.add(element, text, pieces.locs(text))
                 continue
             if len(text) <= max_chars:
                 if open_draft is not None and open_draft.length < min_chars:
-                    open_draft.add(element, text)  # a small chunk takes its next neighbour
+                    # a small chunk takes its next neighbour
+                    open_draft.add(element, text, pieces.locs(text))
                 else:
                     close()
                     open_draft = _Draft(section_path=path)
-                    open_draft.add(element, text)
+                    open_draft.add(element, text, pieces.locs(text))
                 continue
             # Longer than max_chars: split at sentence ends. A small open chunk is filled with
             # the leading sentences first; a big enough one is closed and the element starts anew.
@@ -342,14 +445,15 @@ class Chunker:
             if head:
                 if open_draft is None:
                     open_draft = _Draft(section_path=path)
-                open_draft.add(element, head)
+                open_draft.add(element, head, pieces.locs(head))
             for window in windows:
                 if open_draft is not None and open_draft.length < min_chars:
-                    open_draft.add(element, window)  # a small chunk takes its next neighbour
+                    # a small chunk takes its next neighbour
+                    open_draft.add(element, window, pieces.locs(window))
                     continue
                 close()
                 open_draft = _Draft(section_path=path)
-                open_draft.add(element, window)
+                open_draft.add(element, window, pieces.locs(window))
         close()
         return done
 
@@ -435,19 +539,35 @@ def _units(section: list[Element]) -> list[Element | _AtomicUnit]:
 
 
 def _atomic_draft(unit: _AtomicUnit, path: list[str]) -> _Draft:
-    body = unit.element.text.strip()
+    element = unit.element
+    body = element.text.strip()
+    body_locs = [(0, len(body), element.page_number, element.bbox)] if element.bbox else []
     # Parsers give figures their caption as text (DESIGN.md); don't say it twice.
     if unit.caption and body and body != unit.caption:
         text = unit.caption + ELEMENT_SEPARATOR + body
+        shift = len(unit.caption) + len(ELEMENT_SEPARATOR)
+        locs = _caption_locs(unit) + [(s + shift, e + shift, p, b) for s, e, p, b in body_locs]
+    elif unit.caption:
+        text, locs = unit.caption, _caption_locs(unit)
     else:
-        text = unit.caption or body
+        text, locs = body, body_locs
     draft = _Draft(section_path=path, atomic=True)
-    draft.elements = sorted(
-        [unit.element, *unit.caption_elements], key=lambda e: (e.page_number, e.seq)
-    )
+    draft.elements = sorted([element, *unit.caption_elements], key=lambda e: (e.page_number, e.seq))
     if text:
         draft.parts.append(text)
+        draft.locs.append(locs)
     return draft
+
+
+def _caption_locs(unit: _AtomicUnit) -> list[_Loc]:
+    """Where an atomic unit's caption is printed: its CAPTION element's lines or box, else
+    the atomic element's box (a caption the parser merged into the element keeps no box)."""
+    for caption_element in unit.caption_elements:
+        positions = _align(unit.caption, caption_element.text, 0)
+        if positions is not None:
+            return _locs(caption_element, unit.caption, positions)
+    element = unit.element
+    return [(0, len(unit.caption), element.page_number, element.bbox)] if element.bbox else []
 
 
 def _row_chunks(
@@ -462,6 +582,12 @@ def _row_chunks(
         if is_statement_table(grid):
             texts.extend(row_texts(grid, unit.caption or None, max_rows=max_rows - len(texts)))
     bboxes = [(table.page_number, table.bbox)] if table.bbox is not None else []
+
+    def spans(text: str) -> list[TextSpan]:
+        if table.bbox is None or not text:
+            return []
+        return [TextSpan(start=0, end=len(text), page_number=table.page_number, bbox=table.bbox)]
+
     return [
         Chunk(
             chunk_id=chunk_id(doc_id, version, first_seq + offset),
@@ -473,6 +599,7 @@ def _row_chunks(
             kinds=[ElementKind.TABLE],
             text=text,
             bboxes=list(bboxes),
+            spans=spans(text),
             unit="table_row",
         )
         for offset, text in enumerate(texts)
@@ -500,4 +627,5 @@ def _to_chunk(draft: _Draft, doc_id: str, version: str, seq: int) -> Chunk:
         kinds=kinds,
         text=draft.text,
         bboxes=bboxes,
+        spans=draft.spans,
     )

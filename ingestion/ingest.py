@@ -43,6 +43,7 @@ from core.types import (
     JobState,
     Page,
     ParsedDocument,
+    TextSpan,
 )
 from index.base import IndexPoint, VectorStore
 from index.vectors import (
@@ -88,6 +89,18 @@ def chunk_index_text(chunk: Chunk, title: str | None) -> str:
     return f"{context}\n{chunk.text}" if context else chunk.text
 
 
+def span_payload(span: TextSpan) -> list[float]:
+    """A :class:`TextSpan` as the payload stores it: ``[start, end, page, x0, y0, x1, y1]``
+    (box in PDF points, to a hundredth)."""
+    box = span.bbox
+    return [
+        span.start,
+        span.end,
+        span.page_number,
+        *(round(v, 2) for v in (box.x0, box.y0, box.x1, box.y1)),
+    ]
+
+
 def chunk_payload(
     chunk: Chunk, parsed: ParsedDocument, acl: list[str], labels: dict[int, str] | None = None
 ) -> dict[str, Any]:
@@ -111,6 +124,7 @@ def chunk_payload(
         "element_ids": chunk.element_ids,
         "text": chunk.text,
         "bboxes": [[page, list(box.as_tuple())] for page, box in chunk.bboxes],
+        "spans": [span_payload(span) for span in chunk.spans],
         "valid_until": doc.valid_until.timestamp() if doc.valid_until else None,
         "parser": parsers,
         "source_uri": doc.source_uri,

@@ -55,7 +55,9 @@ logger = logging.getLogger(__name__)
 
 #: Bump when the structure or the payload rules change: older documents are re-parsed on
 #: re-ingest (``Document.structure_version``).
-STRUCTURE_VERSION = 1
+#: 2: chunk payloads carry ``spans`` (where each piece of the text is printed: page and line
+#: boxes, from the parsers' ``Element.lines``), so citations land on the exact page and lines.
+STRUCTURE_VERSION = 2
 
 MAX_SECTIONS = 2000
 MAX_TITLE_CHARS = 200

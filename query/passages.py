@@ -12,9 +12,18 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from typing import Any, Protocol
+from urllib.parse import unquote, urlsplit
 
 from core.ids import point_id
-from core.types import AccessFilter, BBox, Candidates, Passage, RouteName, SearchResult
+from core.types import (
+    AccessFilter,
+    BBox,
+    Candidates,
+    Passage,
+    RouteName,
+    SearchResult,
+    TextSpan,
+)
 from index.base import VectorStore
 
 
@@ -32,10 +41,50 @@ class PageSearch(Protocol):
     ) -> SearchResult: ...
 
 
+def spans_from_payload(payload: Mapping[str, Any]) -> list[TextSpan]:
+    """A chunk payload's ``spans`` (``[[start, end, page, x0, y0, x1, y1], ...]``, written by
+    :func:`ingestion.ingest.span_payload`); entries that do not fit the chunk's text are
+    skipped, and chunks indexed before spans existed have none."""
+    length = len(str(payload.get("text", "")))
+    out: list[TextSpan] = []
+    for entry in payload.get("spans") or []:
+        try:
+            start, end, page, x0, y0, x1, y1 = entry
+            span = TextSpan(
+                start=int(start),
+                end=int(end),
+                page_number=int(page),
+                bbox=BBox.of((x0, y0, x1, y1)),
+            )
+        except (TypeError, ValueError):
+            continue
+        if span.start < span.end <= length:
+            out.append(span)
+    return sorted(out, key=lambda span: span.start)
+
+
+def source_name(source_uri: object) -> str | None:
+    """The file name in a document's source URI: the last component of its path, URL-decoded
+    (``file:///data/Annual%20Report.pdf`` -> ``Annual Report.pdf``; an upload's
+    ``upload:q3.pdf`` -> ``q3.pdf``); ``None`` when there is none."""
+    if not isinstance(source_uri, str) or not source_uri.strip():
+        return None
+    if source_uri.startswith("upload:"):
+        path = source_uri.removeprefix("upload:")
+    elif "://" in source_uri:
+        parts = urlsplit(source_uri)
+        path = unquote(parts.path) if parts.path.strip("/") else parts.netloc
+    else:
+        path = source_uri
+    name = path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1].strip()
+    return name or None
+
+
 def passage_from_payload(payload: Mapping[str, Any], page_number: int, score: float) -> Passage:
     """A :class:`Passage` from a chunk's index payload (keys ``text``, ``doc_id``,
-    ``element_ids``, ``bboxes`` as ``[[page, [x0, y0, x1, y1]], ...]``, ``section_path``,
-    ``title``, ``chunk_id``), keeping only the boxes on ``page_number``."""
+    ``element_ids``, ``bboxes`` as ``[[page, [x0, y0, x1, y1]], ...]``, ``spans`` as
+    ``[[start, end, page, x0, y0, x1, y1], ...]``, ``section_path``, ``title``, ``source_uri``,
+    ``chunk_id``), keeping only the boxes on ``page_number`` but the spans of every page."""
     return Passage(
         chunk_id=str(payload.get("chunk_id", "")),
         doc_id=str(payload["doc_id"]),
@@ -46,6 +95,8 @@ def passage_from_payload(payload: Mapping[str, Any], page_number: int, score: fl
         bboxes=[BBox.of(box) for page, box in payload.get("bboxes") or [] if page == page_number],
         section_path=[str(s) for s in payload.get("section_path") or []],
         title=payload.get("title"),
+        spans=spans_from_payload(payload),
+        source_name=source_name(payload.get("source_uri")),
     )
 
 

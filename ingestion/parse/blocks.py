@@ -12,7 +12,8 @@ import re
 from dataclasses import dataclass, field
 
 from core.ids import element_id
-from core.types import BBox, Element, ElementKind
+from core.types import BBox, Element, ElementKind, TextLine
+from ingestion.parse.text import shift_lines
 
 #: Text that opens a caption: a label, a number, then punctuation ("Figure 3:", "Table 2.",
 #: "Exhibit 1 -", "図1"). Running text that merely starts with "Table 3 shows" does not match.
@@ -40,6 +41,9 @@ class RawBlock:
     heading_level: int | None = None  # headings: set from the outline when it matches
     caption: str | None = None
     consumed: bool = field(default=False, repr=False)  # a caption merged into its owner
+    #: character ranges of ``text`` and the box of the line each was printed in (PDF points);
+    #: empty when the engine gives no line geometry (tables, figures, VLM elements)
+    lines: list[TextLine] = field(default_factory=list, repr=False)
 
 
 def _vertical_gap(a: BBox, b: BBox) -> float:
@@ -154,6 +158,8 @@ class ElementAssembler:
                     stack.append((level, " ".join(block.text.split())))
                 # A figure's text is what is written in it; one without any is its caption.
                 text = block.text.strip() or (block.caption or "").strip()
+                lead = len(block.text) - len(block.text.lstrip())
+                lines = shift_lines(block.lines, -lead, len(text)) if block.text.strip() else []
                 elements.append(
                     Element(
                         element_id=element_id(doc_id, version, page_number, seq),
@@ -167,6 +173,7 @@ class ElementAssembler:
                         parser=block.parser,
                         confidence=block.confidence,
                         caption=block.caption,
+                        lines=lines,
                     )
                 )
                 seq += 1

@@ -26,7 +26,7 @@ from core.errors import ErrorCode, PageSightError, Stage
 from core.settings import ParseOptions
 from core.types import BBox, ElementKind
 from ingestion.parse.blocks import RawBlock
-from ingestion.parse.text import join_lines, line_text
+from ingestion.parse.text import join_boxed_lines, line_box, line_text
 
 if TYPE_CHECKING:
     import pymupdf
@@ -308,9 +308,13 @@ class LayoutPageParser:
         for raw in page.get_text("dict")["blocks"]:
             if raw.get("type") != 0:
                 continue
-            text = join_lines(line_text(line) for line in raw.get("lines", []))
+            text, lines = join_boxed_lines(
+                (line_text(line), line_box(line)) for line in raw.get("lines", [])
+            )
             if text:
-                plain.append(RawBlock(ElementKind.TEXT, text, BBox.of(raw["bbox"]), self.name))
+                plain.append(
+                    RawBlock(ElementKind.TEXT, text, BBox.of(raw["bbox"]), self.name, lines=lines)
+                )
         return plain
 
     def _block(self, box: Any) -> RawBlock | None:
@@ -324,10 +328,10 @@ class LayoutPageParser:
             if not text:
                 return None
             return RawBlock(kind, text, bbox, self.name)
-        lines = box.textlines or []
-        text = join_lines(line_text(line) for line in lines)
-        font_size = _max_font_size(lines) if kind == ElementKind.TITLE else None
-        return RawBlock(kind, text, bbox, self.name, font_size=font_size)
+        textlines = box.textlines or []
+        text, lines = join_boxed_lines((line_text(line), line_box(line)) for line in textlines)
+        font_size = _max_font_size(textlines) if kind == ElementKind.TITLE else None
+        return RawBlock(kind, text, bbox, self.name, font_size=font_size, lines=lines)
 
 
 # --------------------------------------------------------------------------------------------
@@ -364,10 +368,10 @@ def ocr_blocks(result: OcrResult, page: RenderedPage, parser: str) -> list[RawBl
         y0 = min(li.bbox_px[1] for li in group)
         x1 = max(li.bbox_px[2] for li in group)
         y1 = max(li.bbox_px[3] for li in group)
-        bbox = BBox.of((x0 / page.scale, y0 / page.scale, x1 / page.scale, y1 / page.scale)).clip(
-            page.width_pt, page.height_pt
+        bbox = _points((x0, y0, x1, y1), page)
+        text, text_lines = join_boxed_lines(
+            (li.text.strip(), _points(li.bbox_px, page)) for li in group
         )
-        text = join_lines(li.text.strip() for li in group)
         confidence = statistics.fmean(li.confidence for li in group)
         heading = (
             len(group) <= 2 and _is_heading(group[0], median_h) and not _SENTENCE_END.search(text)
@@ -375,9 +379,25 @@ def ocr_blocks(result: OcrResult, page: RenderedPage, parser: str) -> list[RawBl
         kind = ElementKind.TITLE if heading else ElementKind.TEXT
         font_size = (y1 - y0) / len(group) / page.scale if heading else None
         blocks.append(
-            RawBlock(kind, text, bbox, parser, confidence=confidence, font_size=font_size)
+            RawBlock(
+                kind,
+                text,
+                bbox,
+                parser,
+                confidence=confidence,
+                font_size=font_size,
+                lines=text_lines,
+            )
         )
     return blocks
+
+
+def _points(box_px: tuple[float, float, float, float], page: RenderedPage) -> BBox:
+    """A pixel box of the rendered ``page`` in PDF points, clipped to the page."""
+    x0, y0, x1, y1 = box_px
+    return BBox.of((x0 / page.scale, y0 / page.scale, x1 / page.scale, y1 / page.scale)).clip(
+        page.width_pt, page.height_pt
+    )
 
 
 def _is_heading(line: OcrLine, median_h: float) -> bool:

@@ -20,9 +20,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from core.types import BBox, ElementKind
+from core.types import BBox, ElementKind, TextLine
 from ingestion.parse.blocks import CAPTION_PATTERN, RawBlock
-from ingestion.parse.text import join_lines, line_text
+from ingestion.parse.text import join_boxed_lines, join_lines, line_box, line_text, shift_lines
 
 if TYPE_CHECKING:
     import pymupdf
@@ -267,6 +267,11 @@ class _Para:
     def text(self) -> str:
         return join_lines(line_text(line) for line in self.lines)
 
+    @property
+    def text_lines(self) -> list[TextLine]:
+        """Where each line's characters sit in :attr:`text`, with the line's box."""
+        return join_boxed_lines((line_text(line), line_box(line)) for line in self.lines)[1]
+
 
 def _style(line: dict[str, Any]) -> tuple[float, bool]:
     spans = _spans(line)
@@ -355,7 +360,9 @@ def _merge_headings(blocks: list[RawBlock], paras: list[_Para]) -> list[RawBlock
             and _style(prev_para.lines[-1]) == _style(para.lines[0])
             and 0 <= block.bbox.y0 - prev.bbox.y1 <= (block.font_size or 0.0)
         ):
-            prev.text = f"{prev.text} {block.text}"
+            joined = f"{prev.text} {block.text}"
+            prev.lines = prev.lines + shift_lines(block.lines, len(prev.text) + 1, len(joined))
+            prev.text = joined
             prev.bbox = BBox.of(
                 (
                     min(prev.bbox.x0, block.bbox.x0),
@@ -391,6 +398,8 @@ def plain_blocks(page: pymupdf.Page, text: dict[str, Any]) -> list[RawBlock]:
             continue
         kind = _kind(para, body, has_body)
         font_size = size if kind == ElementKind.TITLE else None
-        blocks.append(RawBlock(kind, para.text, box, PARSER_NAME, font_size=font_size))
+        blocks.append(
+            RawBlock(kind, para.text, box, PARSER_NAME, font_size=font_size, lines=para.text_lines)
+        )
         kept.append(para)
     return _merge_headings(blocks, kept)

@@ -6,7 +6,16 @@ import pytest
 
 from core.ids import chunk_id, element_id
 from core.settings import ChunkOptions
-from core.types import BBox, Chunk, Document, Element, ElementKind, Page, ParsedDocument
+from core.types import (
+    BBox,
+    Chunk,
+    Document,
+    Element,
+    ElementKind,
+    Page,
+    ParsedDocument,
+    TextLine,
+)
 from ingestion.chunk import Chunker, hard_split, sentence_windows, split_sentences
 
 DOC_ID = "doc-1"
@@ -55,8 +64,11 @@ class _Builder:
         )
 
 
-def _chunk(builder: _Builder, max_chars: int = 400, min_chars: int = 50) -> list[Chunk]:
-    return Chunker(ChunkOptions(max_chars=max_chars, min_chars=min_chars))(builder.parsed())
+def _chunk(
+    builder: _Builder, max_chars: int = 400, min_chars: int = 50, *, table_rows: bool = False
+) -> list[Chunk]:
+    options = ChunkOptions(max_chars=max_chars, min_chars=min_chars, table_rows=table_rows)
+    return Chunker(options)(builder.parsed())
 
 
 def _sentences(count: int, words: int = 8) -> str:
@@ -475,3 +487,301 @@ def test_empty_document_gives_no_chunks() -> None:
 def test_min_chars_above_max_chars_is_rejected() -> None:
     with pytest.raises(ValueError, match="min_chars"):
         Chunker(ChunkOptions(max_chars=200, min_chars=500))
+
+
+# --- spans: where each character of a chunk is printed --------------------------------------
+
+
+def _wrapped(text: str, top: float, width: int = 40) -> list[TextLine]:
+    """``text`` as a parser would print it: lines of at most ``width`` characters broken at
+    spaces, each with its own box (one 12 pt row each, from ``top`` down)."""
+    lines: list[TextLine] = []
+    start = 0
+    while start < len(text):
+        end = min(len(text), start + width)
+        if end < len(text):
+            cut = text.rfind(" ", start, end + 1)
+            end = cut if cut > start else end
+        row = top + 12.0 * len(lines)
+        box = BBox.of((50.0, row, 50.0 + 5.0 * (end - start), row + 10.0))
+        lines.append(TextLine(start=start, end=end, bbox=box))
+        start = end
+        while start < len(text) and text[start] == " ":
+            start += 1
+    return lines
+
+
+def _with_lines(element: Element, top: float, width: int = 40) -> Element:
+    """``element`` with wrapped lines (replaces it in the builder's list)."""
+    return element.model_copy(update={"lines": _wrapped(element.text, top, width)})
+
+
+def _assert_spans_valid(chunk: Chunk) -> None:
+    """Every span inside the text, in text order, none overlapping, on one of the chunk's pages."""
+    previous_end = 0
+    for span in chunk.spans:
+        assert 0 <= span.start < span.end <= len(chunk.text), span
+        assert span.start >= previous_end, chunk.spans
+        assert span.page_number in chunk.page_numbers
+        previous_end = span.end
+
+
+def _assert_lines_printed(chunks: list[Chunk], elements: list[Element]) -> None:
+    """Each span over a line holds that line's characters (whitespace aside: a hard split may
+    drop a space), and together the chunks' spans print every non-space character of every
+    line exactly once, in order."""
+    for element in elements:
+        for line in element.lines:
+            pieces = [
+                chunk.text[span.start : span.end]
+                for chunk in chunks
+                if chunk.unit == "chunk"
+                for span in chunk.spans
+                if span.page_number == element.page_number and span.bbox == line.bbox
+            ]
+            printed = element.text[line.start : line.end]
+            squeezed = "".join(printed.split())
+            assert all("".join(piece.split()) in squeezed for piece in pieces), (pieces, printed)
+            assert "".join("".join(pieces).split()) == "".join(printed.split())
+
+
+def _builder_with_lines(elements: list[Element]) -> _Builder:
+    b = _Builder()
+    b.elements = elements
+    return b
+
+
+def test_spans_of_merged_elements_follow_each_elements_lines() -> None:
+    b = _Builder()
+    heading = b.add(ElementKind.TITLE, "Revenue", ["Revenue"], bbox=(50, 40, 120, 52))
+    body = b.add(
+        ElementKind.TEXT,
+        "  Revenue rose to 4.2 billion dollars, driven by services and new customers. ",
+        ["Revenue"],
+    )
+    boxless = b.add(ElementKind.TEXT, "A line with no geometry at all.", ["Revenue"], bbox=None)
+    plain = b.add(ElementKind.LIST, "- one item without lines", ["Revenue"], page=2)
+    body = _with_lines(body, top=100.0, width=30)
+    b.elements[1] = body
+
+    (chunk,) = _chunk(b)
+
+    assert chunk.text.split("\n") == [
+        "Revenue",
+        body.text.strip(),
+        boxless.text,
+        plain.text,
+    ]
+    _assert_spans_valid(chunk)
+    _assert_lines_printed([chunk], b.elements)
+    assert heading.bbox is not None and plain.bbox is not None
+    # no lines: one span over the whole part with the element's box; no box: no span
+    assert (chunk.spans[0].start, chunk.spans[0].end, chunk.spans[0].bbox) == (
+        0,
+        7,
+        heading.bbox,
+    )
+    body_spans = [s for s in chunk.spans if s.bbox in {line.bbox for line in body.lines}]
+    assert len(body_spans) == len(body.lines) == 3
+    assert chunk.text[body_spans[0].start : body_spans[-1].end] == body.text.strip()
+    boxless_start = chunk.text.index(boxless.text)
+    assert not any(
+        boxless_start <= s.start < boxless_start + len(boxless.text) for s in chunk.spans
+    )
+    last = chunk.spans[-1]
+    assert (last.page_number, last.bbox, chunk.text[last.start : last.end]) == (
+        2,
+        plain.bbox,
+        plain.text,
+    )
+
+
+def test_spans_of_a_split_element_keep_each_piece_on_its_lines() -> None:
+    b = _Builder()
+    b.add(ElementKind.TEXT, "Short lead-in.", ["S"], bbox=(50, 60, 200, 70))
+    b.add(ElementKind.TEXT, _sentences(14), ["S"])
+    b.elements[1] = _with_lines(b.elements[1], top=100.0, width=45)
+    b.add(ElementKind.TEXT, _sentences(3), ["S"], page=2)
+    b.elements[2] = _with_lines(b.elements[2], top=50.0, width=45)
+
+    chunks = _chunk(b, max_chars=200, min_chars=20)
+
+    assert len(chunks) > 3
+    for chunk in chunks:
+        _assert_spans_valid(chunk)
+    _assert_lines_printed(chunks, b.elements)
+    # a line the sentence split cut in two is cited in both chunks, each with its own part
+    boxes = [{s.bbox for s in c.spans} for c in chunks]
+    assert any(boxes[i] & boxes[i + 1] for i in range(len(boxes) - 1))
+    # the chunk crossing into page 2 is cited on each page with that page's lines
+    crossing = [c for c in chunks if c.page_numbers == [1, 2]]
+    for chunk in crossing:
+        pages = [s.page_number for s in chunk.spans]
+        assert pages == sorted(pages) and set(pages) == {1, 2}
+
+
+def test_spans_of_a_hard_split_sentence_whose_piece_lost_its_space() -> None:
+    """A sentence longer than max_chars is hard-split, and its last piece is joined to the next
+    sentence without the space between them: the span still finds its characters."""
+    text = " ".join(f"w{i}" for i in range(120)) + ". Next one here. And more."
+    b = _Builder()
+    b.add(ElementKind.TEXT, text, ["S"])
+    b.elements[0] = _with_lines(b.elements[0], top=100.0, width=30)
+
+    chunks = _chunk(b, max_chars=200, min_chars=0)
+
+    assert any(c.text not in text for c in chunks)  # "w59.Next": the chunker's own text
+    for chunk in chunks:
+        _assert_spans_valid(chunk)
+        assert chunk.spans and chunk.spans[-1].end == len(chunk.text)
+    _assert_lines_printed(chunks, b.elements)
+
+
+def test_spans_of_an_atomic_table_with_its_caption() -> None:
+    b = _Builder()
+    caption = b.add(
+        ElementKind.CAPTION, "Table 2:  Sales by\nregion", ["S"], bbox=(50, 80, 300, 104)
+    )
+    b.elements[0] = caption = caption.model_copy(
+        update={
+            "lines": [
+                TextLine(start=0, end=18, bbox=BBox.of((50, 80, 300, 90))),
+                TextLine(start=19, end=25, bbox=BBox.of((50, 94, 110, 104))),
+            ]
+        }
+    )
+    table = b.add(
+        ElementKind.TABLE,
+        "| a | b |\n|---|---|\n| 1 | 2 |",
+        ["S"],
+        caption="Table 2: Sales by region",  # the parser's normalised caption
+        bbox=(50, 110, 300, 200),
+    )
+    merged = b.add(
+        ElementKind.TABLE, "| c |\n|---|\n| 3 |", ["T"], caption="Table 3: Costs", bbox=(1, 2, 3, 4)
+    )
+    figure = b.add(ElementKind.FIGURE, "Figure 4: Growth", ["U"], caption="Figure 4: Growth")
+
+    chunks = _chunk(b, min_chars=0)
+    by_element = {c.element_ids[-1]: c for c in chunks if c.unit == "chunk"}
+
+    with_caption = by_element[table.element_id]
+    assert with_caption.text == "Table 2: Sales by region\n" + table.text
+    _assert_spans_valid(with_caption)
+    assert [(s.start, s.end, s.bbox) for s in with_caption.spans] == [
+        (0, 17, caption.lines[0].bbox),  # "Table 2: Sales by" (one space less than printed)
+        (18, 24, caption.lines[1].bbox),  # "region"
+        (25, len(with_caption.text), table.bbox),
+    ]
+    # a caption the parser merged into its table keeps no box of its own: the table's
+    costs = by_element[merged.element_id]
+    assert [(s.start, s.end, s.bbox) for s in costs.spans] == [
+        (0, 14, merged.bbox),
+        (15, len(costs.text), merged.bbox),
+    ]
+    # a figure whose text is its caption is said once, in the figure's box
+    only = by_element[figure.element_id]
+    assert [(s.start, s.end, s.bbox) for s in only.spans] == [(0, len(only.text), figure.bbox)]
+
+
+STATEMENT = (
+    "| | 2022 | 2023 |\n|---|---|---|\n| Net sales | 8,630.9 | 10,208.6 |\n"
+    "| Cost of sales | 5,262.2 | 6,164.8 |\n| Gross profit | 3,368.7 | 4,043.8 |"
+)
+
+
+def test_table_row_chunks_are_one_span_in_the_tables_box() -> None:
+    b = _Builder()
+    table = b.add(
+        ElementKind.TABLE, STATEMENT, ["S"], caption="Results", page=3, bbox=(40, 50, 500, 300)
+    )
+
+    chunks = _chunk(b, table_rows=True)
+
+    rows = [c for c in chunks if c.unit == "table_row"]
+    assert len(rows) == 3
+    for row in rows:
+        assert [(s.start, s.end, s.page_number, s.bbox) for s in row.spans] == [
+            (0, len(row.text), 3, table.bbox)
+        ]
+
+
+def _mixed_document() -> _Builder:
+    """A section mix that exercises merging, splitting, hard splits, code, CJK, atomic units."""
+    b = _Builder()
+    b.add(ElementKind.TITLE, "Overview", ["Overview"])
+    b.add(ElementKind.TEXT, "  " + _sentences(3) + "  ", ["Overview"])
+    b.add(ElementKind.TEXT, _sentences(20, words=11), ["Overview"])
+    b.add(ElementKind.LIST, "- a short item", ["Overview"], page=2)
+    b.add(
+        ElementKind.TEXT,
+        " ".join(f"w{i}" for i in range(90)) + ". Then more.",
+        ["Overview"],
+        page=2,
+    )
+    b.add(ElementKind.CAPTION, "Table 1: Values", ["Overview"], page=2)
+    b.add(
+        ElementKind.TABLE,
+        STATEMENT,
+        ["Overview"],
+        page=2,
+    )
+    b.add(ElementKind.TITLE, "Code", ["Code"], page=3)
+    b.add(ElementKind.CODE, "\n".join(f"x = {i}  # step {i}" for i in range(40)), ["Code"], page=3)
+    b.add(ElementKind.TEXT, "い" * 420 + "。" + "ろ" * 30 + "。", ["Code"], page=3)
+    b.add(ElementKind.FIGURE, "", ["Code"], page=3, caption="Figure 2: Trend")
+    for i, element in enumerate(b.elements):
+        if element.kind not in (ElementKind.TABLE, ElementKind.FIGURE):
+            b.elements[i] = _with_lines(element, top=20.0 * i, width=37)
+    return b
+
+
+def test_spans_leave_chunk_texts_as_they_were() -> None:
+    """Spans are bookkeeping only: the chunks of a mixed sample are byte for byte those the
+    chunker gave before spans existed (digest taken from that version), and all spans hold."""
+    import hashlib
+
+    b = _mixed_document()
+    chunks = _chunk(b, max_chars=300, min_chars=40, table_rows=True)
+    digest = hashlib.sha256(
+        "\x00".join(f"{c.chunk_id}|{c.unit}|{c.element_ids}|{c.text}" for c in chunks).encode()
+    ).hexdigest()
+    assert digest == MIXED_DIGEST
+    for chunk in chunks:
+        _assert_spans_valid(chunk)
+    _assert_lines_printed(chunks, b.elements)
+
+
+#: sha256 of the mixed sample's chunks, from the chunker before spans existed (ab5340c).
+MIXED_DIGEST = "a3984b37ce5837f6170e6446332be02b69fe626ba917e7177092c55f42209458"
+
+
+def test_payload_spans_reach_the_passage_on_every_page() -> None:
+    from ingestion.ingest import chunk_payload
+    from query.passages import passage_from_payload
+
+    b = _mixed_document()
+    parsed = b.parsed()
+    parsed.document.source_uri = "file:///data/Annual%20Report%202023.pdf"
+    chunks = _chunk(b, max_chars=300, min_chars=40, table_rows=True)
+    crossing = next(c for c in chunks if len(c.page_numbers) > 1)
+    payload = chunk_payload(crossing, parsed, [])
+    assert payload["spans"] and all(len(entry) == 7 for entry in payload["spans"])
+
+    passage = passage_from_payload(payload, crossing.page_numbers[0], 0.5)
+
+    assert passage.source_name == "Annual Report 2023.pdf"
+    assert len(passage.spans) == len(crossing.spans)
+    assert {s.page_number for s in passage.spans} == set(crossing.page_numbers)
+    for got, want in zip(passage.spans, crossing.spans, strict=True):
+        assert (got.start, got.end, got.page_number) == (want.start, want.end, want.page_number)
+        assert got.bbox.as_tuple() == pytest.approx(want.bbox.as_tuple(), abs=0.01)
+    # this page's element boxes only, as before
+    assert all(
+        box in [bx for p, bx in crossing.bboxes if p == passage.page_number]
+        for box in passage.bboxes
+    )
+    # a payload written before spans existed gives none, and no file name without a source
+    old = {k: v for k, v in payload.items() if k not in ("spans", "source_uri")}
+    assert passage_from_payload(old, 1, 0.0).spans == []
+    assert passage_from_payload(old, 1, 0.0).source_name is None
