@@ -158,10 +158,10 @@ def choose_lead(
     choice.related = _distinct(scored, 3)
 
     if norm and best.coverage < min_coverage:
-        missing = ", ".join(f'"{t}"' for t in best.missing[:3])
+        absent = ", ".join(f'"{t}"' for t in best.missing[:3])
         choice.reason = (
             f"no passage covers the question (best coverage {best.coverage:.2f} < "
-            f"{min_coverage:.2f}; not found: {missing})"
+            f"{min_coverage:.2f}; not found: {absent})"
         )
         return choice
     if asked_periods and best.agreement == 0 and not any(s.agreement > 0 for s in scored[:20]):
@@ -192,7 +192,7 @@ def choose_lead(
 def _units(blocks: list[ContextBlock]) -> list[tuple[ContextBlock, Unit, int]]:
     """Every unit of every text block, with the block's rank; a chunk seen on two pages (one
     block per page) is split once."""
-    out = []
+    out: list[tuple[ContextBlock, Unit, int]] = []
     seen: set[str] = set()
     for rank, block in enumerate(blocks):
         if block.image is not None or not block.text.strip() or block.chunk_id in seen:
@@ -256,7 +256,9 @@ def _context_terms(block: ContextBlock, unit: Unit) -> frozenset[str]:
     return _terms_of(" ".join(parts))
 
 
-def _value(unit: Unit, kind: AnswerType | None, query: str, measure: set[str]) -> Value | None:
+def _value(
+    unit: Unit, kind: AnswerType | None, query: str, measure: dict[str, float]
+) -> Value | None:
     """The value of type ``kind`` the unit states for the question: a table cell's own cell
     when it is of that type (or a plain number, for amounts, counts and percents); in prose,
     the value nearest after one of the question's ``measure`` terms (its terms that the
