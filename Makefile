@@ -161,19 +161,24 @@ eval-full: setup
 		--out var/bench/eval_full.json
 
 # Answers on smoke (+ all unanswerable questions), CRAG off and on. The index is the full
-# corpus' (make eval-full builds it); retrieval is filtered to the documents of the run.
+# corpus' (make eval-full builds it); retrieval is filtered to the documents of the run. The
+# CRAG-off run also asks today's extractive answer (answer.extractive=quotes) on the same stack:
+# its figures are under "today" (the lead, its value, exact citations; see the script's doc).
+# The other sets, the same way: --exclude-subset smoke (half a/b under "halves"); the check set
+# (--pdfs $(EVAL)/check/pdfs --questions/--unanswerable $(EVAL)/check/...); the Japanese set
+# (--pdfs $(EVAL)/ja/pdfs --questions $(EVAL)/ja/questions.jsonl, no unanswerable questions).
 ANSWERS := --pdfs $(EVAL)/pdfs --questions $(EVAL)/questions.jsonl \
 	--unanswerable $(EVAL)/questions_unanswerable.jsonl --data-dir var/eval/full
 eval-answers: setup
 	$(BIN)/python bench/eval_answers.py $(ANSWERS) --subset smoke --crag off \
 		--out var/bench/answers_smoke.json
-	$(BIN)/python bench/eval_answers.py $(ANSWERS) --subset smoke --crag on \
+	$(BIN)/python bench/eval_answers.py $(ANSWERS) --subset smoke --crag on --no-baseline \
 		--out var/bench/answers_smoke_crag.json
 
 # The abstain threshold, fitted on the questions outside smoke (then set it in AnswerOptions).
 calibrate-abstain: setup
 	$(BIN)/python bench/eval_answers.py $(ANSWERS) --exclude-subset smoke --abstain-threshold 0 \
-		--out var/bench/answers_calibration.json
+		--no-baseline --out var/bench/answers_calibration.json
 	$(BIN)/python bench/calibrate_abstain.py var/bench/answers_calibration.json \
 		--subsets $(EVAL)/subsets.json --out var/bench/abstain_threshold.json
 
