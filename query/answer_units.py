@@ -315,14 +315,14 @@ _VALUE_PATTERNS: dict[AnswerType, re.Pattern[str]] = {
     ),
     "amount": re.compile(
         rf"\(?[-−]?(?:US)?[$€£¥]\s?\(?(?:{_NUM}){_SCALE}\)?"
-        rf"|(?<![\w.])\(?[-−]?(?:{_NUM})\)?\s?(?:billion|million|thousand|trillion)\b"
+        rf"|(?<![A-Za-z0-9_.])\(?[-−]?(?:{_NUM})\)?\s?(?:billion|million|thousand|trillion)\b"
         rf"(?:\s(?:dollars|euros|yen|USD|EUR|JPY))?"
         rf"|(?:{_NUM})\s?(?:兆|億|万|千)?円"
         rf"|(?:{_NUM})\s?(?:USD|EUR|JPY|dollars|euros|yen)\b",
         _I,
     ),
     "count": re.compile(
-        rf"(?<![\w.$€£¥])(?:{_NUM})(?:\s?(?:万|千|億)?(?:人|件|社|か国|カ国|ヶ国|回|個|台|校|名|種類))?"
+        rf"(?<![A-Za-z0-9_.$€£¥])(?:{_NUM})(?:\s?(?:万|千|億)?(?:人|件|社|か国|カ国|ヶ国|回|個|台|校|名|種類))?"
         r"(?![\d.,]*\s?(?:%|％|percent))"
         r"|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty"
         r"|hundred)\b",

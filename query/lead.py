@@ -54,7 +54,7 @@ MAX_SUPPORTING_WORDS = 30
 #: Words that only say what kind of answer is wanted, per answer type (judged by the value).
 _TYPE_WORDS: dict[str, str] = {
     "percent": "percent percentage percentages share proportion rate per cent 割合 率",
-    "count": "many number numbers count total 数",
+    "count": "many number numbers count total 数 何人 何件 何社 人数 件数 いくつ",
     "year": "year years when 年",
     "date": "date day month when",
     "amount": "much amount value total",
@@ -132,8 +132,11 @@ def choose_lead(
     entity_terms = _entity_terms(query)
     unit_context = {id(unit): _terms_of(unit.context) for _, unit, _ in units}
     scored: list[Scored] = []
+    # A Japanese question's terms are character bigrams: one sentence rarely holds most of
+    # them, so whether a passage speaks to the question is judged over its whole block.
+    by_block = {id(b): _terms_of(b.text) for b in blocks} if _CJK.search(query) else {}
     for (block, unit, rank), own in zip(units, unit_terms, strict=True):
-        context = own | _context_terms(block, unit)
+        context = own | _context_terms(block, unit) | by_block.get(id(block), frozenset())
         covered = [t for t in terms if t in context]
         coverage = sum(weight[t] for t in covered) / norm if norm else 1.0
         supplied = (context - own) | entity_terms
@@ -282,10 +285,13 @@ def _value(
     best: tuple[float, int, Value] | None = None
     for value in found:
         at = sum(1 for start, _ in words if start < value.start)  # words before the value
-        near = set().union(
-            *(terms for _, terms in words[max(0, at - _VALUE_AFTER) : at]),
-            *(terms for _, terms in words[at : at + _VALUE_BEFORE]),
-        )
+        if _CJK.search(unit.text):  # no spaces: a window of characters instead of words
+            near = _terms_of(unit.text[max(0, value.start - 3 * _VALUE_AFTER) : value.end + 10])
+        else:
+            near = set().union(
+                *(terms for _, terms in words[max(0, at - _VALUE_AFTER) : at]),
+                *(terms for _, terms in words[at : at + _VALUE_BEFORE]),
+            )
         share = sum(w for t, w in measure.items() if t in near) / total if total else 0.0
         if share < _VALUE_MEASURE_SHARE:
             continue
@@ -299,6 +305,7 @@ def _value(
 #: "35% of Americans say ...").
 _VALUE_AFTER = 12
 _VALUE_BEFORE = 6
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff]")
 #: ... and at least this share of the measure's weight stands that near it.
 _VALUE_MEASURE_SHARE = 0.6
 

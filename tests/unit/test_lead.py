@@ -256,3 +256,11 @@ def test_a_long_unit_is_quoted_as_a_window_around_its_value() -> None:
 def test_a_year_before_a_comma_is_a_year() -> None:
     assert periods_in("moved 4.2 million parcels in 2024, a record").years == {2024}
     assert periods_in("a total of 12,2024 units").years == set()
+
+
+def test_japanese_count_lead_states_its_value() -> None:
+    question = "令和4年度の訪日外国人旅行者数は何人ですか"
+    text = "令和4年度の訪日外国人旅行者数は383万人であった。前年度は25万人。"
+    choice = choose_lead(question, [block(text)], min_coverage=0.5, max_supporting=1)
+    assert choice.lead is not None and choice.lead.value is not None
+    assert choice.lead.value.text == "383万人"
