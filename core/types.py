@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
+from urllib.parse import unquote, urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, computed_field, model_validator
 
 from core.errors import ErrorCode
 
@@ -98,6 +99,24 @@ class BBox(BaseModel):
         return (self.x0, self.y0, self.x1, self.y1)
 
 
+def source_name(source_uri: object) -> str | None:
+    """The file name in a document's source URI: the last component of its path, URL-decoded
+    (``file:///data/Annual%20Report.pdf`` -> ``Annual Report.pdf``; an upload's
+    ``upload:q3.pdf`` -> ``q3.pdf``); ``None`` when there is none. What is shown next to a
+    document's title (never a storage path, never a bare id)."""
+    if not isinstance(source_uri, str) or not source_uri.strip():
+        return None
+    if source_uri.startswith("upload:"):
+        path = source_uri.removeprefix("upload:")
+    elif "://" in source_uri:
+        parts = urlsplit(source_uri)
+        path = unquote(parts.path) if parts.path.strip("/") else parts.netloc
+    else:
+        path = source_uri
+    name = path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1].strip()
+    return name or None
+
+
 class Document(BaseModel):
     """One ingested file. ``doc_id`` is stable across edits; ``version`` changes with the bytes."""
 
@@ -116,6 +135,13 @@ class Document(BaseModel):
         description="the structure and payload rules it was indexed with "
         "(ingestion.structure.STRUCTURE_VERSION); re-ingesting re-parses an older one",
     )
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="the file name: the last component of source_uri, shown next to the title"
+    )
+    @property
+    def source_name(self) -> str | None:
+        return source_name(self.source_uri)
 
 
 class Page(BaseModel):
@@ -390,6 +416,13 @@ class PageHit(BaseModel):
     title: str | None = None
     source_uri: str | None = None
     bboxes: list[BBox] = Field(default_factory=list, description="evidence boxes on this page")
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="the file name: the last component of source_uri, shown next to the title"
+    )
+    @property
+    def source_name(self) -> str | None:
+        return source_name(self.source_uri)
 
 
 class RouteTrace(BaseModel):

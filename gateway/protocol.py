@@ -70,6 +70,9 @@ class SearchHit(BaseModel):
     snippet: str = ""
     title: str | None = None
     source_uri: str | None = None
+    source_name: str | None = Field(
+        default=None, description="the file name: the last component of source_uri"
+    )
     kinds: list[str] = Field(default_factory=list)
     chunk_ids: list[str] = Field(default_factory=list)
     element_ids: list[str] = Field(default_factory=list)

@@ -19,13 +19,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from core.errors import ErrorCode, PageSightError
 from core.ids import file_version, make_doc_id
 from core.settings import Settings
 from core.types import (
     Document,
+    Element,
     OutlineEntry,
     Page,
     ParsedDocument,
@@ -34,6 +35,7 @@ from core.types import (
 )
 from ingestion.parse.blocks import ElementAssembler, RawBlock
 from ingestion.sources import check_file, detect_format
+from ingestion.titles import TITLE_PAGES, choose_title, ocr_lines, text_layer_lines
 
 if TYPE_CHECKING:
     import pymupdf
@@ -150,9 +152,10 @@ class DocumentParser:
         writer = (
             BackgroundImageWriter(self.image_store, _LAYOUT_BATCH) if self.image_store else None
         )
+        title_texts: dict[int, dict[str, Any]] = {}
         with writer or contextlib.nullcontext():
             pages, blocks = self._read_pages(
-                doc, document, renderer, writer, ocr_pages, warnings, progress
+                doc, document, renderer, writer, ocr_pages, warnings, progress, title_texts
             )
             if writer is not None:
                 for n, page in pages.items():
@@ -170,9 +173,7 @@ class DocumentParser:
         )
         document.page_count = total
         if not document.title:
-            document.title = (doc.metadata or {}).get("title") or next(
-                (e.text for e in elements if e.kind == "title"), None
-            )
+            document.title = _document_title(doc, elements, title_texts)
         return ParsedDocument(
             document=document,
             pages=[pages[n] for n in range(1, total + 1)],
@@ -194,10 +195,12 @@ class DocumentParser:
         ocr_pages: set[int],
         warnings: list[ParseWarning],
         progress: ProgressCallback | None,
+        title_texts: dict[int, dict[str, Any]],
     ) -> tuple[dict[int, Page], dict[int, list[RawBlock]]]:
         """Page records and raw blocks of every page: text-layer pages in batches (plain ones
         from their fonts, the others through the layout model, while their images are encoded
-        in the background), then image-only pages through OCR."""
+        in the background), then image-only pages through OCR. The text layers of the first
+        pages are kept in ``title_texts`` (the title is chosen from their font sizes)."""
         from ingestion.parse.pdf import LayoutPageParser, margin_text, page_margin_text, page_text
         from ingestion.parse.plain import PARSER_NAME as PLAIN_PARSER
         from ingestion.parse.plain import plain_blocks, plain_page
@@ -221,6 +224,7 @@ class DocumentParser:
             for n in batch:
                 pages[n] = self._page(document, renderer, n, True, writer)
             texts = {n: page_text(doc.load_page(n - 1)) for n in batch}
+            title_texts.update((n, text) for n, text in texts.items() if n <= TITLE_PAGES)
             plain = {
                 n
                 for n in batch
@@ -363,3 +367,22 @@ class DocumentParser:
             )
             if replace:
                 page.parser = engine.name
+
+
+def _document_title(
+    doc: pymupdf.Document, elements: list[Element], texts: dict[int, dict[str, Any]]
+) -> str | None:
+    """The title :func:`ingestion.titles.choose_title` picks from the metadata and the first
+    pages: their text layer (``texts``) where they have one, else what OCR read on them."""
+    pages = [
+        text_layer_lines(texts[n], n)
+        if n in texts
+        else ocr_lines(e for e in elements if e.page_number == n)
+        for n in range(1, min(TITLE_PAGES, doc.page_count) + 1)
+    ]
+    metadata = doc.metadata or {}
+    return choose_title(
+        metadata.get("title"),
+        pages,
+        producer_names=[metadata.get(key) for key in ("producer", "creator", "author")],
+    )

@@ -285,6 +285,7 @@ def _value(
     best: tuple[float, int, Value] | None = None
     for value in found:
         at = sum(1 for start, _ in words if start < value.start)  # words before the value
+        near: frozenset[str] | set[str]
         if _CJK.search(unit.text):  # no spaces: a window of characters instead of words
             near = _terms_of(unit.text[max(0, value.start - 3 * _VALUE_AFTER) : value.end + 10])
         else:

@@ -76,6 +76,7 @@ from query.planner import (
 )
 from query.references import resolve_reference
 from query.retrieval import Retriever
+from query.snippets import snippet
 
 #: ``PageHit.route_scores`` key of a page reached by following a reference.
 FOLLOWED_ROUTE = "followed"
@@ -578,15 +579,14 @@ def _page_hit(key: PageKey, payloads: Sequence[dict[str, Any]], retriever: Retri
         source_uri=first.get("source_uri"),
     )
     if payloads:
-        hit.snippet = _snippet(str(first.get("text", "")), retriever.options.snippet_chars)
+        hit.snippet = snippet(
+            str(first.get("text", "")),
+            retriever.options.snippet_chars,
+            table_row=first.get("unit") == "table_row",
+        )
         hit.bboxes = [BBox.of(box) for n, box in first.get("bboxes") or [] if n == page]
     for payload in payloads:
         hit.chunk_ids.append(str(payload.get("chunk_id", "")))
         hit.element_ids.extend(payload.get("element_ids") or [])
         hit.kinds.extend(k for k in payload.get("kinds") or [] if k not in hit.kinds)
     return hit
-
-
-def _snippet(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1].rsplit(" ", 1)[0] + "…"

@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from typing import Any, Protocol
-from urllib.parse import unquote, urlsplit
 
 from core.ids import point_id
 from core.types import (
@@ -23,6 +22,7 @@ from core.types import (
     RouteName,
     SearchResult,
     TextSpan,
+    source_name,
 )
 from index.base import VectorStore
 
@@ -61,23 +61,6 @@ def spans_from_payload(payload: Mapping[str, Any]) -> list[TextSpan]:
         if span.start < span.end <= length:
             out.append(span)
     return sorted(out, key=lambda span: span.start)
-
-
-def source_name(source_uri: object) -> str | None:
-    """The file name in a document's source URI: the last component of its path, URL-decoded
-    (``file:///data/Annual%20Report.pdf`` -> ``Annual Report.pdf``; an upload's
-    ``upload:q3.pdf`` -> ``q3.pdf``); ``None`` when there is none."""
-    if not isinstance(source_uri, str) or not source_uri.strip():
-        return None
-    if source_uri.startswith("upload:"):
-        path = source_uri.removeprefix("upload:")
-    elif "://" in source_uri:
-        parts = urlsplit(source_uri)
-        path = unquote(parts.path) if parts.path.strip("/") else parts.netloc
-    else:
-        path = source_uri
-    name = path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1].strip()
-    return name or None
 
 
 def passage_from_payload(payload: Mapping[str, Any], page_number: int, score: float) -> Passage:

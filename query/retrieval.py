@@ -50,6 +50,7 @@ from models.text import language_of
 from query.evidence import evidence_boxes
 from query.fusion import weighted_rrf_ranks
 from query.routing import choose_route
+from query.snippets import snippet
 from query.structure_search import (
     PAGE_ROUTE,
     REFERENCE_ROUTE,
@@ -366,7 +367,11 @@ class Retriever:
 
     def _add_chunk(self, hit: PageHit, payload: dict[str, Any], page_number: int) -> None:
         if not hit.chunk_ids:
-            hit.snippet = _snippet(payload.get("text", ""), self.options.snippet_chars)
+            hit.snippet = snippet(
+                str(payload.get("text", "")),
+                self.options.snippet_chars,
+                table_row=payload.get("unit") == "table_row",
+            )
             labels = payload.get("page_labels") or {}
             hit.page_label = labels.get(str(page_number)) or hit.page_label
             hit.bboxes = [
@@ -444,8 +449,3 @@ def _by_rank(pages: list[PageKey]) -> list[tuple[PageKey, float]]:
 def _page_item(key: PageKey) -> str:
     """How a page (rather than a chunk) appears among fused candidates."""
     return f"page:{key[0]}#{key[1]}"
-
-
-def _snippet(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1].rsplit(" ", 1)[0] + "…"

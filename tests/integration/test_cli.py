@@ -100,6 +100,7 @@ HIT_KEYS = {
     "snippet",
     "title",
     "source_uri",
+    "source_name",
     "kinds",
     "chunk_ids",
     "element_ids",

@@ -85,10 +85,15 @@ def test_upload_search_image_trace_delete(
     doc_id = _ingest(client, service, samples.text_pdf(tmp_path / "northwind.pdf"))
     assert [d.doc_id for d in client.documents()] == [doc_id]
     assert client.document(doc_id).pages == 1
+    # the title the document prints, and the file name next to it
+    listed = http.get("/v1/documents", headers={"X-API-Key": KEY_A}).json()["documents"]
+    named = ("Northwind Logistics Annual Report", "northwind.pdf")
+    assert [(d["title"], d["source_name"]) for d in listed] == [named]
 
     found = client.search("fuel prices cost risk", route="text", top_k=5)
     assert found.hits and found.hits[0].doc_id == doc_id and found.hits[0].page_number == 1
     hit = found.hits[0]
+    assert (hit.title, hit.source_name) == named
     assert "Fuel" in hit.snippet and hit.route_scores
     assert hit.page_image_url.startswith(f"/v1/documents/{doc_id}/pages/1/image")
 

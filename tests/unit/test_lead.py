@@ -148,7 +148,10 @@ def test_period_agreement_honours_the_documents_fiscal_year() -> None:
 # -- quoting on the page the characters are printed on ------------------------------------------
 
 
-PAGE_BREAK = "Half of Americans say spending should stay the same. The share who say\nallies should increase spending was 35% in 2019."
+PAGE_BREAK = (
+    "Half of Americans say spending should stay the same. The share who say\n"
+    "allies should increase spending was 35% in 2019."
+)
 LINE_7 = BBox(x0=50, y0=700, x1=500, y1=712)
 LINE_8 = BBox(x0=50, y0=60, x1=480, y1=72)
 
