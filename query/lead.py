@@ -161,7 +161,7 @@ def choose_lead(
     choice.related = _distinct(scored, 3)
 
     if norm and best.coverage < min_coverage:
-        absent = ", ".join(f'"{t}"' for t in best.missing[:3])
+        absent = ", ".join(f'"{_surface(query, t)}"' for t in best.missing[:3])
         choice.reason = (
             f"no passage covers the question (best coverage {best.coverage:.2f} < "
             f"{min_coverage:.2f}; not found: {absent})"
@@ -332,6 +332,14 @@ def _distinct(scored: list[Scored], limit: int) -> list[Scored]:
         if len(out) >= limit:
             break
     return out
+
+
+def _surface(query: str, term: str) -> str:
+    """The question's own word for the (stemmed) ``term``, to name it in a reason."""
+    for word in re.findall(r"[^\W_]+", query):
+        if term in _terms_of(word):
+            return word
+    return term
 
 
 def _shown(periods: Periods) -> str:
