@@ -1,9 +1,16 @@
-"""A small client of an OpenAI-compatible chat server (vLLM): the LLM behind grounded answers.
+"""The client of an OpenAI-compatible chat server (vLLM): the LLM behind grounded answers.
 
-PageSight talks to exactly one kind of LLM endpoint, ``POST {base_url}/chat/completions`` as
-served by vLLM (or any other OpenAI-compatible server), so this is a thin ``httpx`` client rather
-than the ``openai`` package: it owns the few things the answer path needs and nothing else.
+PageSight talks to one kind of LLM endpoint, ``POST {base_url}/chat/completions`` as served by
+vLLM (or any other OpenAI-compatible server), through the official ``openai`` SDK: the SDK owns
+HTTP, retries with their sleeps, timeouts and the server-sent-event decoding; this module owns
+what PageSight adds on top, its policy and its errors.
 
+* **Sync, not async.** It wraps the SDK's synchronous ``openai.OpenAI``, not ``AsyncOpenAI``:
+  everything that calls it (the answer pipeline, the query planner, corrective search, the VLM
+  page parser's thread pool) is synchronous code that runs on worker threads, and the gateway
+  already moves it off its event loop. ``AsyncOpenAI`` behind this interface would need an event
+  loop per call, or a loop thread and a queue to turn its async stream into this generator:
+  machinery for no gain, since both SDK clients share the retry, timeout and SSE code.
 * **Structured outputs.** :meth:`OpenAiChatClient.complete` with ``json_schema`` sends
   ``response_format={"type": "json_schema", ...}`` (vLLM enforces it with guided decoding) and
   parses the reply. Guided decoding can still hand back text that is not the promised JSON (the
@@ -11,46 +18,61 @@ than the ``openai`` package: it owns the few things the answer path needs and no
   :class:`MalformedOutput` carrying the raw text: the caller decides whether to regenerate,
   fall back to extractive answers, or show the text as is. It is never retried here, because the
   same prompt at temperature 0 would give the same text.
-* **Streaming.** :meth:`OpenAiChatClient.stream` yields content deltas from the server-sent
-  events (``data: {...}`` lines, ended by ``data: [DONE]``) so the gateway can forward tokens
-  as they come.
-* **Retries.** Connection failures, timeouts, HTTP 5xx and 429 are retried ``max_retries``
-  times with exponential backoff and jitter (a restarting or saturated vLLM recovers within
-  seconds; jitter keeps a burst of callers from retrying in lockstep). A 429's ``Retry-After``
-  is honoured, unless it asks for longer than the request timeout: then the server is not going
-  to answer in time and the error says how long to wait instead. Other 4xx mean the request
-  itself is wrong (context too long, unknown model) and would fail again, so they are not.
+* **Streaming.** :meth:`OpenAiChatClient.stream` iterates the SDK's ``stream=True`` chunks and
+  yields their content deltas, so the gateway can forward tokens as they come. Closing the
+  generator closes the SDK's stream, hence the HTTP response, and vLLM stops generating. The
+  SDK ends a stream at ``data: [DONE]`` and at the end of the body alike, so a reply counts as
+  complete when a chunk carried a ``finish_reason`` (vLLM's last chunk before ``[DONE]``).
+* **Retries** are the SDK's loop (``max_retries`` from :class:`~core.settings.LlmOptions`),
+  with PageSight's policy in its two hooks: connection failures, timeouts, HTTP 5xx and 429
+  are retried (a restarting or saturated vLLM recovers within seconds); other 4xx mean the
+  request itself is wrong (context too long, unknown model) and would fail again, so they are
+  not. The delay is ``backoff_s`` doubled per retry with jitter (50-100 %), at most
+  :data:`MAX_BACKOFF_S`. A 429's ``Retry-After`` is honoured, unless it asks for longer than
+  the request timeout: then the server is not going to answer in time and the error says how
+  long to wait instead (a 5xx's is honoured up to the timeout, else the backoff applies). The
+  SDK's ``x-stainless-retry-count`` request header tells how many attempts a call took.
+* **Timeouts.** ``timeout_s`` is the SDK client's ``timeout``: its HTTP client (``httpx2``, the
+  SDK's httpx, or a shared ``httpx.Client``) makes it a ``Timeout`` of that many seconds to
+  connect, to write, to get a pooled connection and for each read (the whole reply, or the next
+  streamed chunk), as before.
 
 Every failure is a :class:`LlmError` (a :class:`~core.errors.PageSightError` at stage
 ``GATEWAY``): ``UNAVAILABLE`` for an unreachable server, 5xx or 429 after the retries,
 ``TIMEOUT`` when the last attempt timed out, ``INVALID_REQUEST`` for other 4xx; never a bare
-``httpx`` exception.
+``openai`` or ``httpx`` exception.
 
-Construction is free: the ``httpx.Client`` (and its TLS context, which costs milliseconds) is
-made on first use, so building services with an LLM configured costs nothing until an answer is
-asked for. One client holds one connection pool; it is thread-safe, closable, and a context
-manager.
+Construction is free: the SDK client (whose HTTP client builds a TLS context, which costs
+milliseconds) is made on first use, so building services with an LLM configured costs nothing
+until an answer is asked for. One client holds one connection pool; it is thread-safe,
+closable, and a context manager. The SDK reads no credentials from the environment here: the
+key is ``llm.api_key`` or none (no ``Authorization`` header), and no organization or project
+header is sent.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import random
 import threading
-import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import httpx
+import openai
 
 from core.errors import ErrorCode, PageSightError, Stage
 from core.settings import LlmOptions
 from core.types import ChatMessage, ChatResult
+
+if TYPE_CHECKING:
+    import httpx2
+    from openai._models import FinalRequestOptions
+
+__all__ = ["MAX_BACKOFF_S", "ChatMessage", "LlmError", "MalformedOutput", "OpenAiChatClient"]
 
 log = logging.getLogger(__name__)
 
@@ -135,38 +157,67 @@ def _rebuild_malformed(
     return MalformedOutput(message, raw_text, finish_reason=finish_reason, attempts=attempts)
 
 
-@dataclass(slots=True)
-class _Failure:
-    """Why one attempt failed, and whether another attempt could succeed."""
+class PageSightOpenAI(openai.OpenAI):
+    """The SDK's client with PageSight's retry policy in the two hooks its retry loop calls.
 
-    code: ErrorCode
-    message: str
-    retryable: bool
-    status: int | None = None
-    retry_after_s: float | None = None
+    Both hooks are private methods of the SDK, which is why ``openai`` is pinned exactly.
+    """
+
+    #: first retry delay (``LlmOptions.backoff_s``)
+    backoff_s: float = 0.5
+    #: the longest Retry-After waited out (``LlmOptions.timeout_s``)
+    patience_s: float = 60.0
+
+    def retry_after_s(self, headers: Any) -> float | None:
+        """Seconds a ``Retry-After`` (or ``retry-after-ms``) header asks for; None if none."""
+        return self._parse_retry_after_header(headers)
+
+    def _should_retry(self, response: httpx2.Response) -> bool:
+        # 5xx and 429 only (not the SDK's 408/409): any other status is the request's fault. A
+        # 429 asking for a longer wait than the timeout is not waited out.
+        if response.status_code >= 500:
+            return True
+        if response.status_code != 429:
+            return False
+        wait = self.retry_after_s(response.headers)
+        return wait is None or wait <= self.patience_s
+
+    def _calculate_retry_timeout(
+        self,
+        remaining_retries: int,
+        options: FinalRequestOptions,
+        response_headers: httpx2.Headers | None = None,
+    ) -> float:
+        max_retries = options.get_max_retries(self.max_retries)
+        retry = max_retries - remaining_retries + 1
+        wait = self.retry_after_s(response_headers)
+        if wait is not None and math.isfinite(wait) and wait <= self.patience_s:
+            delay = max(0.0, wait)
+        else:
+            delay = min(self.backoff_s * 2 ** (retry - 1), MAX_BACKOFF_S)
+            delay *= 0.5 + random.random() / 2  # jitter: callers that failed together spread out
+        log.warning("LLM call failed, retry %d/%d in %.2f s", retry, max_retries, delay)
+        return delay
 
 
 class OpenAiChatClient:
     """Synchronous client of ``{base_url}/chat/completions``; pass ``http`` to share a client.
 
     Raises :class:`LlmError` (``UNAVAILABLE``) at construction when ``options.base_url`` is unset,
-    so "no LLM configured" is found where the client is built, not on the first question.
+    so "no LLM configured" is found where the client is built, not on the first question. A
+    shared ``http`` client is used by the SDK and never closed here.
     """
 
     def __init__(self, options: LlmOptions, *, http: httpx.Client | None = None) -> None:
         if not options.base_url:
             raise LlmError(ErrorCode.UNAVAILABLE, "no LLM is configured (set llm.base_url)")
         self.options = options
-        self._url = options.base_url.rstrip("/") + "/chat/completions"
         self._http = http
-        self._owned = http is None
-        self._headers = (
-            {"Authorization": f"Bearer {options.api_key.get_secret_value()}"}
-            if options.api_key is not None
-            else {}
-        )
-        self._timeout = httpx.Timeout(options.timeout_s)
+        self._sdk_client: PageSightOpenAI | None = None
         self._lock = threading.Lock()
+        # vLLM without --api-key: no Authorization header at all (the SDK wants it omitted
+        # explicitly, per request).
+        self._headers: Any = {"Authorization": openai.omit} if options.api_key is None else None
 
     # -- public API --
 
@@ -184,27 +235,40 @@ class OpenAiChatClient:
         Raises :class:`MalformedOutput` when ``json_schema`` was given and the text is not JSON,
         or lacks a key the schema's top level requires; :class:`LlmError` for everything else.
         """
-        body = self._body(messages, max_tokens=max_tokens, temperature=temperature, stream=False)
+        sent = self._messages(messages)
+        response_format: Any = openai.omit
         if json_schema is not None:
-            body["response_format"] = {
+            response_format = {
                 "type": "json_schema",
                 "json_schema": {"name": schema_name, "schema": json_schema, "strict": True},
             }
-
-        response, attempts = self._send(body)
-        data = _json_body(response, attempts)
         try:
-            choice = data["choices"][0]
-            text = choice["message"].get("content") or ""
-            finish_reason = choice.get("finish_reason")
+            raw = self._sdk().chat.completions.with_raw_response.create(
+                model=self.options.model,
+                messages=sent,
+                max_tokens=self._max_tokens(max_tokens),
+                temperature=self._temperature(temperature),
+                response_format=response_format,
+                stream=False,
+                extra_headers=self._headers,
+            )
+            completion = raw.parse()
+        except openai.APIError as exc:
+            raise self._error(exc) from exc
+        attempts = raw.retries_taken + 1
+        try:
+            choice = completion.choices[0]
+            text = choice.message.content or ""
+            finish_reason: str | None = choice.finish_reason
         except (KeyError, IndexError, TypeError, AttributeError) as exc:
             raise LlmError(
                 ErrorCode.UNAVAILABLE,
-                f"the LLM server's reply has no choices[0].message: {_clip(response.text)}",
-                status=response.status_code,
+                "the LLM server's reply has no choices[0].message: "
+                f"{_clip(raw.http_response.text)}",
+                status=raw.status_code,
                 attempts=attempts,
             ) from exc
-        usage = data.get("usage") or {}
+        usage = getattr(completion, "usage", None)
         parsed = None
         if json_schema is not None:
             parsed = _parse_structured(text, json_schema, finish_reason, attempts)
@@ -212,9 +276,9 @@ class OpenAiChatClient:
             text=text,
             parsed=parsed,
             finish_reason=finish_reason,
-            prompt_tokens=usage.get("prompt_tokens"),
-            completion_tokens=usage.get("completion_tokens"),
-            model=str(data.get("model") or self.options.model),
+            prompt_tokens=getattr(usage, "prompt_tokens", None),
+            completion_tokens=getattr(usage, "completion_tokens", None),
+            model=str(getattr(completion, "model", None) or self.options.model),
             attempts=attempts,
         )
 
@@ -233,38 +297,54 @@ class OpenAiChatClient:
         connection, which makes vLLM stop generating. Structured outputs are not offered here:
         JSON can only be checked once complete, so use :meth:`complete` for them.
         """
-        body = self._body(messages, max_tokens=max_tokens, temperature=temperature, stream=True)
-        attempt = 0
-        while True:
-            attempt += 1
-            started = False
-            try:
-                with self._client().stream(
-                    "POST", self._url, json=body, headers=self._headers, timeout=self._timeout
-                ) as response:
-                    if response.is_success:
-                        for delta in _sse_deltas(response, attempt):
-                            started = True
-                            yield delta
-                        return
-                    response.read()
-                    failure = _http_failure(response)
-            except httpx.HTTPError as exc:
-                failure = _transport_failure(exc, self.options.timeout_s)
-                if started:
-                    raise LlmError(
-                        failure.code,
-                        f"the LLM stream broke off: {failure.message}",
-                        attempts=attempt,
-                    ) from exc
-            self._pause_or_raise(failure, attempt)
+        sent = self._messages(messages)
+        try:
+            raw = self._sdk().chat.completions.with_raw_response.create(
+                model=self.options.model,
+                messages=sent,
+                max_tokens=self._max_tokens(max_tokens),
+                temperature=self._temperature(temperature),
+                stream=True,
+                extra_headers=self._headers,
+            )
+            chunks = raw.parse()
+        except openai.APIError as exc:
+            raise self._error(exc) from exc
+        attempts = raw.retries_taken + 1
+        finished = False
+        try:
+            for chunk in chunks:
+                for choice in chunk.choices or ():
+                    finished = finished or choice.finish_reason is not None
+                    content = choice.delta.content if choice.delta is not None else None
+                    if content:
+                        yield content
+        except openai.APIError as exc:
+            raise self._stream_error(exc, attempts) from exc
+        except ValueError as exc:  # the SDK's SSE decoder met an event that is not JSON
+            raise LlmError(
+                ErrorCode.UNAVAILABLE,
+                f"the LLM server sent an unreadable stream event: {exc}",
+                status=raw.status_code,
+                attempts=attempts,
+            ) from exc
+        finally:
+            chunks.close()  # also on an early close: the server sees the disconnect
+        if not finished:
+            # A stream that ends without its last chunk was cut (server restart, proxy timeout).
+            raise LlmError(
+                ErrorCode.UNAVAILABLE,
+                "the LLM stream ended before [DONE]: no chunk carried a finish_reason",
+                status=raw.status_code,
+                attempts=attempts,
+            )
 
     def close(self) -> None:
-        """Close the connection pool (if this client made it); a later call would reopen it."""
+        """Close the connection pool (unless ``http`` was shared); a later call would reopen it."""
         with self._lock:
-            if self._http is not None and self._owned:
-                self._http.close()
-                self._http = None
+            sdk, self._sdk_client = self._sdk_client, None
+        if sdk is not None and self._http is None:
+            sdk.close()
 
     def __enter__(self) -> OpenAiChatClient:
         return self
@@ -279,124 +359,141 @@ class OpenAiChatClient:
 
     # -- plumbing --
 
-    def _client(self) -> httpx.Client:
-        http = self._http
-        if http is not None:
-            return http
+    def _sdk(self) -> PageSightOpenAI:
+        sdk = self._sdk_client
+        if sdk is not None:
+            return sdk
         with self._lock:
-            if self._http is None:
-                self._http = httpx.Client(timeout=self._timeout)
-            return self._http
+            if self._sdk_client is None:
+                self._sdk_client = _make_sdk(self.options, self._http)
+            return self._sdk_client
 
-    def _body(
-        self,
-        messages: Sequence[ChatMessage | Mapping[str, Any]],
-        *,
-        max_tokens: int | None,
-        temperature: float | None,
-        stream: bool,
-    ) -> dict[str, Any]:
+    def _messages(self, messages: Sequence[ChatMessage | Mapping[str, Any]]) -> Any:
         if not messages:
             raise LlmError(ErrorCode.INVALID_REQUEST, "a chat completion needs at least a message")
-        return {
-            "model": self.options.model,
-            "messages": [m.to_dict() if isinstance(m, ChatMessage) else dict(m) for m in messages],
-            "max_tokens": max_tokens if max_tokens is not None else self.options.max_tokens,
-            "temperature": temperature if temperature is not None else self.options.temperature,
-            "stream": stream,
-        }
+        return [m.to_dict() if isinstance(m, ChatMessage) else dict(m) for m in messages]
 
-    def _send(self, body: dict[str, Any]) -> tuple[httpx.Response, int]:
-        """POST ``body`` with retries; the successful response and the attempts it took."""
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                response = self._client().post(
-                    self._url, json=body, headers=self._headers, timeout=self._timeout
-                )
-            except httpx.HTTPError as exc:
-                failure = _transport_failure(exc, self.options.timeout_s)
-            else:
-                if response.is_success:
-                    return response, attempt
-                failure = _http_failure(response)
-            self._pause_or_raise(failure, attempt)
+    def _max_tokens(self, max_tokens: int | None) -> int:
+        return max_tokens if max_tokens is not None else self.options.max_tokens
 
-    def _pause_or_raise(self, failure: _Failure, attempt: int) -> None:
-        """Sleep before the next attempt, or raise ``failure`` when there should be none."""
-        options = self.options
-        too_long = failure.retry_after_s is not None and failure.retry_after_s > options.timeout_s
-        if not failure.retryable or attempt > options.max_retries or too_long:
-            tries = f" after {attempt} attempts" if attempt > 1 else ""
-            raise LlmError(
-                failure.code,
-                f"{failure.message}{tries}",
-                status=failure.status,
-                attempts=attempt,
-                retry_after_s=failure.retry_after_s if too_long else None,
+    def _temperature(self, temperature: float | None) -> float:
+        return temperature if temperature is not None else self.options.temperature
+
+    def _error(self, exc: openai.APIError) -> LlmError:
+        """The :class:`LlmError` for a call that failed before a reply (after the retries)."""
+        attempts = _attempts(exc)
+        tries = f" after {attempts} attempts" if attempts > 1 else ""
+        if isinstance(exc, openai.APITimeoutError):
+            kind = type(exc.__cause__).__name__ if exc.__cause__ is not None else "timeout"
+            return LlmError(
+                ErrorCode.TIMEOUT,
+                f"the LLM server did not answer within {self.options.timeout_s:g} s "
+                f"({kind}){tries}",
+                attempts=attempts,
             )
-        if failure.retry_after_s is not None:
-            delay = failure.retry_after_s
-        else:
-            delay = min(options.backoff_s * 2 ** (attempt - 1), MAX_BACKOFF_S)
-            delay *= 0.5 + random.random() / 2  # jitter: callers that failed together spread out
-        log.warning(
-            "LLM call failed (%s), retry %d/%d in %.2f s",
-            failure.message,
-            attempt,
-            options.max_retries,
-            delay,
-        )
-        time.sleep(delay)
-
-
-def _transport_failure(exc: httpx.HTTPError, timeout_s: float) -> _Failure:
-    if isinstance(exc, httpx.TimeoutException):
-        return _Failure(
-            ErrorCode.TIMEOUT,
-            f"the LLM server did not answer within {timeout_s:g} s ({type(exc).__name__})",
-            retryable=True,
-        )
-    return _Failure(
-        ErrorCode.UNAVAILABLE,
-        f"cannot reach the LLM server: {type(exc).__name__}: {exc}",
-        retryable=True,
-    )
-
-
-def _http_failure(response: httpx.Response) -> _Failure:
-    status = response.status_code
-    detail = _error_text(response)
-    if status == 429:
-        return _Failure(
+        if isinstance(exc, openai.APIConnectionError):
+            cause = exc.__cause__
+            detail = f"{type(cause).__name__}: {cause}" if cause is not None else exc.message
+            return LlmError(
+                ErrorCode.UNAVAILABLE,
+                f"cannot reach the LLM server: {detail}{tries}",
+                attempts=attempts,
+            )
+        if isinstance(exc, openai.APIStatusError):
+            status = exc.status_code
+            detail = _error_text(exc.response)
+            if status == 429:
+                wait = self._sdk().retry_after_s(exc.response.headers)
+                too_long = wait is not None and wait > self.options.timeout_s
+                return LlmError(
+                    ErrorCode.UNAVAILABLE,
+                    f"the LLM server is overloaded (HTTP 429): {detail}{tries}",
+                    status=status,
+                    attempts=attempts,
+                    retry_after_s=wait if too_long else None,
+                )
+            if status >= 500:
+                return LlmError(
+                    ErrorCode.UNAVAILABLE,
+                    f"the LLM server failed (HTTP {status}): {detail}{tries}",
+                    status=status,
+                    attempts=attempts,
+                )
+            return LlmError(
+                ErrorCode.INVALID_REQUEST,
+                f"the LLM server rejected the request (HTTP {status}): {detail}{tries}",
+                status=status,
+                attempts=attempts,
+            )
+        return LlmError(
             ErrorCode.UNAVAILABLE,
-            f"the LLM server is overloaded (HTTP 429): {detail}",
-            retryable=True,
-            status=status,
-            retry_after_s=_retry_after(response.headers.get("retry-after")),
+            f"the LLM server's reply is not a chat completion: {_clip(exc.message)}",
+            status=(
+                exc.status_code if isinstance(exc, openai.APIResponseValidationError) else None
+            ),
+            attempts=attempts,
         )
-    if status >= 500:
-        return _Failure(
-            ErrorCode.UNAVAILABLE,
-            f"the LLM server failed (HTTP {status}): {detail}",
-            retryable=True,
-            status=status,
+
+    def _stream_error(self, exc: openai.APIError, attempts: int) -> LlmError:
+        """The :class:`LlmError` for a stream that failed after its response began."""
+        if isinstance(exc, openai.APIConnectionError):  # timeouts included
+            broken = self._error(exc)
+            return LlmError(
+                broken.code, f"the LLM stream broke off: {broken.message}", attempts=attempts
+            )
+        # An error event: vLLM reports a failure mid-stream as {"error": {"message", "code"}}.
+        body = exc.body
+        message: Any = exc.message
+        status: Any = None
+        if isinstance(body, Mapping):
+            message = body.get("message") or message
+            status = body.get("code")
+        elif isinstance(body, str) and body:
+            message = body
+        status = status if isinstance(status, int) else None
+        code = (
+            ErrorCode.INVALID_REQUEST
+            if status is not None and 400 <= status < 500
+            else ErrorCode.UNAVAILABLE
         )
-    return _Failure(
-        ErrorCode.INVALID_REQUEST,
-        f"the LLM server rejected the request (HTTP {status}): {detail}",
-        retryable=False,
-        status=status,
+        return LlmError(
+            code, f"the LLM stream failed: {_clip(str(message))}", status=status, attempts=attempts
+        )
+
+
+def _make_sdk(options: LlmOptions, http: httpx.Client | None) -> PageSightOpenAI:
+    key = options.api_key.get_secret_value() if options.api_key is not None else ""
+    # The organization and project headers from OPENAI_ORG_ID / OPENAI_PROJECT_ID are not ours.
+    sdk = PageSightOpenAI(
+        # Without a key, a placeholder (never sent: see _headers) stops a read of OPENAI_API_KEY.
+        api_key=key or "unused",
+        base_url=options.base_url,
+        timeout=options.timeout_s,
+        max_retries=options.max_retries,
+        default_headers=cast(
+            dict[str, str], {"OpenAI-Organization": openai.omit, "OpenAI-Project": openai.omit}
+        ),
+        http_client=http,  # type: ignore[arg-type]  # the SDK takes httpx clients too
     )
+    sdk.backoff_s = options.backoff_s
+    sdk.patience_s = options.timeout_s
+    return sdk
 
 
-def _error_text(response: httpx.Response) -> str:
+def _attempts(exc: openai.APIError) -> int:
+    """The requests a failed call made: the SDK numbers its retries in a request header."""
+    try:
+        return int(exc.request.headers.get("x-stainless-retry-count", "0")) + 1
+    except (AttributeError, ValueError):
+        return 1
+
+
+def _error_text(response: Any) -> str:
     """The message of an OpenAI (``{"error": {...}}``) or vLLM (``{"message": ...}``) error."""
     try:
         data = response.json()
     except ValueError:
-        return _clip(response.text) or response.reason_phrase
+        return _clip(response.text) or str(response.reason_phrase)
     if isinstance(data, dict):
         error = data.get("error")
         if isinstance(error, dict) and error.get("message"):
@@ -408,96 +505,6 @@ def _error_text(response: httpx.Response) -> str:
         if data.get("detail"):
             return _clip(str(data["detail"]))
     return _clip(response.text)
-
-
-def _retry_after(value: str | None) -> float | None:
-    """Seconds from a Retry-After header (delta-seconds or an HTTP date); None if unreadable."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
-
-
-def _json_body(response: httpx.Response, attempts: int) -> dict[str, Any]:
-    try:
-        data = response.json()
-    except ValueError as exc:
-        raise LlmError(
-            ErrorCode.UNAVAILABLE,
-            f"the LLM server's reply is not JSON: {_clip(response.text)}",
-            status=response.status_code,
-            attempts=attempts,
-        ) from exc
-    if not isinstance(data, dict):
-        raise LlmError(
-            ErrorCode.UNAVAILABLE,
-            f"the LLM server's reply is not a JSON object: {_clip(response.text)}",
-            status=response.status_code,
-            attempts=attempts,
-        )
-    return data
-
-
-def _sse_deltas(response: httpx.Response, attempts: int) -> Iterator[str]:
-    """Content deltas from an OpenAI-style event stream, up to ``data: [DONE]``.
-
-    Each event is one ``data:`` line holding a chunk (``choices[0].delta.content``); comments,
-    blank lines and other fields are skipped. vLLM reports a failure mid-stream as a chunk with
-    an ``error`` object, which becomes an :class:`LlmError`.
-    """
-    for line in response.iter_lines():
-        if not line.startswith("data:"):
-            continue
-        payload = line[5:].strip()
-        if payload == "[DONE]":
-            return
-        try:
-            chunk = json.loads(payload)
-        except ValueError as exc:
-            raise LlmError(
-                ErrorCode.UNAVAILABLE,
-                f"the LLM server sent an unreadable stream event: {_clip(payload)}",
-                status=response.status_code,
-                attempts=attempts,
-            ) from exc
-        if not isinstance(chunk, dict):
-            continue
-        error = chunk.get("error")
-        if error:
-            message = error.get("message") if isinstance(error, dict) else error
-            status = error.get("code") if isinstance(error, dict) else None
-            code = (
-                ErrorCode.INVALID_REQUEST
-                if isinstance(status, int) and 400 <= status < 500
-                else ErrorCode.UNAVAILABLE
-            )
-            raise LlmError(
-                code,
-                f"the LLM stream failed: {_clip(str(message))}",
-                status=status if isinstance(status, int) else None,
-                attempts=attempts,
-            )
-        for choice in chunk.get("choices") or ():
-            delta = choice.get("delta") or {}
-            content = delta.get("content")
-            if content:
-                yield content
-    # A stream that ends without [DONE] was cut (server restart, proxy timeout).
-    raise LlmError(
-        ErrorCode.UNAVAILABLE,
-        "the LLM stream ended before [DONE]",
-        status=response.status_code,
-        attempts=attempts,
-    )
 
 
 def _parse_structured(

@@ -119,6 +119,9 @@ def choose_lead(
         return choice
     asked_periods = periods_in(query)
     terms = _content_terms(query, kind)
+    if not terms:
+        choice.reason = "the question names nothing to look for in the documents"
+        return choice
     unit_terms = [_terms_of(unit.text) for _, unit, _ in units]
     total = len(units)
     df = {t: sum(1 for ts in unit_terms if t in ts) for t in terms}

@@ -50,6 +50,8 @@ class Script:
         self.responder: Callable[[dict[str, Any]], Step] | None = None
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        #: per finished stream, ``(events sent, events scripted)``: fewer sent, the client went away
+        self.stream_ends: list[tuple[int, int]] = []
 
     def then(self, *steps: Step) -> Script:
         self.steps.extend(steps)
@@ -60,6 +62,7 @@ class Script:
         self.responder = None
         self.requests.clear()
         self.headers.clear()
+        self.stream_ends.clear()
 
 
 def completion(model: str, content: str, finish_reason: str) -> dict[str, Any]:
@@ -125,9 +128,14 @@ def make_app(script: Script) -> FastAPI:
             )
 
             async def send() -> AsyncIterator[str]:
-                for event in events:
-                    yield event
-                    await asyncio.sleep(step.chunk_delay_s)
+                sent = 0
+                try:
+                    for event in events:
+                        yield event
+                        sent += 1
+                        await asyncio.sleep(step.chunk_delay_s)
+                finally:
+                    script.stream_ends.append((sent, len(events)))
 
             return StreamingResponse(send(), media_type="text/event-stream")
         return JSONResponse(completion(model, step.content or "", step.finish_reason))

@@ -152,6 +152,23 @@ def test_stream_retries_before_the_first_delta(server: tuple[str, Script], scrip
     assert len(script.requests) == 2
 
 
+def test_closing_a_stream_early_closes_the_connection(
+    server: tuple[str, Script], script: Script
+) -> None:
+    """The caller stops reading (its client went away): the server sees the disconnect and
+    stops sending, as vLLM then stops generating."""
+    script.then(Step(chunks=["word "] * 200, chunk_delay_s=0.02))
+    with make_client(server[0]) as client:
+        deltas = client.stream(MESSAGES)
+        assert [next(deltas), next(deltas)] == ["word ", "word "]
+        deltas.close()
+        deadline = time.monotonic() + 5
+        while not script.stream_ends and time.monotonic() < deadline:
+            time.sleep(0.02)
+    [(sent, scripted)] = script.stream_ends
+    assert sent < scripted / 2, "the server went on sending after the stream was closed"
+
+
 def test_stream_error_event_and_cut_stream_raise(
     server: tuple[str, Script], script: Script
 ) -> None:

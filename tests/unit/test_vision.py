@@ -217,9 +217,11 @@ def test_image_blocks_follow_the_text_blocks_and_are_cited_and_checked() -> None
     answered = run(pipeline(llm, context_budget_tokens=8000))
     response, trace = answered.response, answered.trace.answer
     assert [s.text for s in response.sentences] == ["Europe grew most."]
+    # block 3 is the answer's first (only) citation: numbered 1, by first appearance
+    assert [s.citations for s in response.sentences] == [[1]]
     (citation,) = response.citations
     assert (citation.n, citation.kind, citation.doc_id, citation.page_number) == (
-        3, "image", "report", 3,
+        1, "image", "report", 3,
     )  # fmt: skip
     assert citation.quote == "" and citation.chunk_id == image_block_id("report", 3)
     assert citation.page_image_url.startswith("/v1/documents/report/pages/3/image")
