@@ -92,10 +92,10 @@ def ingest(data_dir: Path, pdfs: list[Path]) -> int:
 def run_in_process(
     data_dir: Path, questions: list[str], requests: int, clients: int
 ) -> dict[str, Any]:
+    from api.caller import Caller
+    from api.models import SearchRequest
     from core.settings import Settings
     from core.types import RouteName
-    from gateway.auth import Caller
-    from gateway.protocol import SearchRequest
     from services.index_service import IndexService
 
     service = IndexService(Settings(data_dir=data_dir))

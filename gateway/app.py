@@ -37,18 +37,19 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api.models import ErrorBody, ErrorResponse
 from core.errors import ErrorCode, PageSightError, Stage
 from core.settings import GatewayOptions
+from core.tracing import current_trace_id
 from gateway.auth import KeyRing
 from gateway.backend import ServiceClient
 from gateway.dependencies import Timed
 from gateway.docs import install_offline_docs
 from gateway.limits import ConcurrencyLimiter, RateLimited
 from gateway.metrics import GatewayMetrics
-from gateway.protocol import ErrorBody, ErrorResponse
 from gateway.routers import ROUTERS
 from gateway.serving import ServingAnswers, ServingChat
-from gateway.tracing import current_trace_id, trace_id_from_headers
+from gateway.tracing import trace_id_from_headers
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,5 @@
-"""API keys: who is calling, for which tenant, with which ACL principals and scopes.
+"""API keys: who is calling (an :class:`api.caller.Caller`), for which tenant, with which ACL
+principals and scopes.
 
 Keys are random tokens (``ps_`` + 32 url-safe bytes) handed to client services; the gateway
 keeps only their sha256 (:class:`core.settings.ApiKeyRecord`). A key maps to one tenant, its
@@ -24,9 +25,9 @@ import secrets
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from api.caller import Caller
 from core.errors import ErrorCode, PageSightError, Stage
 from core.settings import ApiKeyRecord, GatewayOptions, KeyScope, Settings
 from gateway.key_stores import FileKeyStore, KeyStore, StaticKeyStore
@@ -34,27 +35,6 @@ from gateway.key_stores import FileKeyStore, KeyStore, StaticKeyStore
 log = logging.getLogger(__name__)
 
 KEY_PREFIX = "ps_"
-
-
-@dataclass(frozen=True)
-class Caller:
-    """An authenticated client: the key's id, its tenant, ACL principals and scopes.
-
-    ``principals=None`` reads every document of the tenant: only the local command line acts
-    so (the machine's administrator); an API key always has a list, possibly empty."""
-
-    key_id: str
-    tenant: str
-    principals: list[str] | None = field(default_factory=list)
-    max_concurrency: int | None = None
-    scopes: frozenset[str] = frozenset({"read", "write"})
-
-    def require(self, scope: KeyScope) -> None:
-        """Raise FORBIDDEN unless the key holds ``scope``."""
-        if scope not in self.scopes:
-            raise PageSightError(
-                ErrorCode.FORBIDDEN, Stage.AUTH, f"this API key lacks the {scope!r} scope"
-            )
 
 
 def hash_key(key: str) -> str:

@@ -4,8 +4,8 @@ The routers never know whether the index service runs in this process (tests, th
 process server) or in a Ray Serve deployment: both are reached through :class:`ServiceClient`,
 built with an *invoker* that turns ``(method name, args, kwargs)`` into an awaitable. In
 process that is a call on a worker thread; under Ray it is ``handle.<method>.remote(...)``
-(:mod:`services.app`). :class:`IndexBackend` is the interface the service implements
-(``services.index_service.IndexService``).
+(:mod:`services.app`). :class:`api.protocols.IndexBackend` is the interface the service
+implements (``services.index_service.IndexService``).
 
 Streamed results (a streamed answer) go through a *stream invoker* instead, which turns a
 generator method of the service into an async iterator: in process, each ``next()`` runs on a
@@ -21,13 +21,11 @@ import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from core.errors import ErrorCode, PageSightError, Stage
-from core.types import AuditEntry, Document, DocumentStructure, JobState, JobStatus, RetrievalTrace
-from gateway.auth import Caller
-from gateway.images import PageImage
-from gateway.protocol import (
+from api.caller import Caller
+from api.images import PageImage
+from api.models import (
     DocumentDetail,
     Readiness,
     SearchRequest,
@@ -35,76 +33,18 @@ from gateway.protocol import (
     Submitted,
     UriIngest,
 )
+from api.protocols import IndexBackend
+from core.errors import ErrorCode, PageSightError, Stage
+from core.types import AuditEntry, Document, DocumentStructure, JobState, JobStatus, RetrievalTrace
 
-if TYPE_CHECKING:  # the answer pipeline's module is heavy; callers of search need none of it
+if TYPE_CHECKING:
+    from api.models import AnswerRequest
     from core.types import AnswerEvent, AnswerResponse
-    from gateway.protocol import AnswerRequest
 
 #: (method name, positional args, keyword args) -> the awaitable result
 Invoker = Callable[[str, tuple[Any, ...], dict[str, Any]], Awaitable[Any]]
 #: (generator method name, positional args, keyword args) -> its items, asynchronously
 StreamInvoker = Callable[[str, tuple[Any, ...], dict[str, Any]], AsyncIterator[Any]]
-
-
-class IndexBackend(Protocol):
-    """What the gateway asks of the index service (synchronous; see :class:`ServiceClient`)."""
-
-    def search(self, caller: Caller, request: SearchRequest, trace_id: str) -> SearchResponse: ...
-
-    def submit_upload(
-        self,
-        caller: Caller,
-        filename: str,
-        data: bytes,
-        *,
-        doc_id: str | None = None,
-        acl: list[str] | None = None,
-        valid_until: datetime | None = None,
-        replace: bool = False,
-        password: str | None = None,
-        trace_id: str = "",
-    ) -> Submitted: ...
-
-    def submit_uri(self, caller: Caller, request: UriIngest, trace_id: str = "") -> Submitted: ...
-
-    def job(self, caller: Caller, job_id: str) -> JobStatus | None: ...
-
-    def jobs(
-        self, caller: Caller, limit: int = 100, state: JobState | None = None
-    ) -> list[JobStatus]: ...
-
-    def audit(
-        self, caller: Caller, doc_id: str | None = None, limit: int = 100
-    ) -> list[AuditEntry]: ...
-
-    def documents(self, caller: Caller) -> list[Document]: ...
-
-    def document(self, caller: Caller, doc_id: str) -> DocumentDetail | None: ...
-
-    def structure(self, caller: Caller, doc_id: str) -> DocumentStructure | None: ...
-
-    def delete(self, caller: Caller, doc_id: str, trace_id: str = "") -> bool: ...
-
-    def page_image(
-        self,
-        caller: Caller,
-        doc_id: str,
-        page_number: int,
-        highlight: str | None = None,
-        image_format: str = "png",
-    ) -> PageImage | None: ...
-
-    def trace(self, caller: Caller, trace_id: str) -> RetrievalTrace | None: ...
-
-    def answer(self, caller: Caller, request: AnswerRequest, trace_id: str) -> AnswerResponse: ...
-
-    def answer_stream(
-        self, caller: Caller, request: AnswerRequest, trace_id: str
-    ) -> Iterator[AnswerEvent]: ...
-
-    def readiness(self) -> Readiness: ...
-
-    def metrics_text(self) -> bytes: ...
 
 
 class ServiceClient:

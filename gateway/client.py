@@ -27,21 +27,7 @@ from urllib.parse import quote
 
 import httpx
 
-from core.types import (
-    AnswerEvent,
-    AnswerResponse,
-    AnswerToken,
-    AuditEntry,
-    BBox,
-    Document,
-    DocumentStructure,
-    JobState,
-    JobStatus,
-    RetrievalTrace,
-    RouteName,
-    SearchFilters,
-)
-from gateway.protocol import (
+from api.models import (
     API_PREFIX,
     AnswerRequest,
     AuditList,
@@ -55,6 +41,20 @@ from gateway.protocol import (
     SearchResponse,
     TraceResponse,
     UriIngest,
+)
+from core.types import (
+    AnswerEvent,
+    AnswerResponse,
+    AnswerToken,
+    AuditEntry,
+    BBox,
+    Document,
+    DocumentStructure,
+    JobState,
+    JobStatus,
+    RetrievalTrace,
+    RouteName,
+    SearchFilters,
 )
 
 

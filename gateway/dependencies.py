@@ -14,10 +14,11 @@ from typing import Annotated, TypeVar
 
 from fastapi import Depends, Path, Request
 
+from api.caller import Caller
 from core.errors import ErrorCode, PageSightError, Stage
 from core.ids import DOC_ID_PATTERN
 from core.settings import GatewayOptions
-from gateway.auth import Caller, KeyRing
+from gateway.auth import KeyRing
 from gateway.backend import ServiceClient
 from gateway.limits import ConcurrencyLimiter
 from gateway.metrics import GatewayMetrics

@@ -6,19 +6,14 @@ machine). The PostgreSQL store of the cluster profile is :mod:`gateway.key_store
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Hashable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
-from pydantic import TypeAdapter, ValidationError
-
 from core.errors import ErrorCode, PageSightError, Stage
+from core.keys_file import load_records, save_records
 from core.settings import ApiKeyRecord
-
-_RECORDS = TypeAdapter(list[ApiKeyRecord])
 
 
 class KeyStore(Protocol):
@@ -72,7 +67,8 @@ class StaticKeyStore:
 
 
 class FileKeyStore:
-    """A JSON list of :class:`ApiKeyRecord` (a mounted secret, or the file the CLI writes).
+    """A JSON list of :class:`ApiKeyRecord` (a mounted secret, or the file the CLI writes; the
+    format is :mod:`core.keys_file`).
 
     Writes go to a temporary file that replaces the old one in one rename, so a gateway
     reading the file never sees half of it. A missing file holds no keys.
@@ -141,22 +137,3 @@ def digest_taken(holder: ApiKeyRecord | None, location: str) -> PageSightError:
         Stage.AUTH,
         f"this key is already stored{named} in {location}",
     )
-
-
-def load_records(path: Path) -> list[ApiKeyRecord]:
-    """The records of a keys file: a JSON list of :class:`ApiKeyRecord` objects."""
-    try:
-        return _RECORDS.validate_json(path.read_bytes())
-    except FileNotFoundError as exc:
-        raise ValueError(f"API keys file not found: {path}") from exc
-    except ValidationError as exc:
-        raise ValueError(f"API keys file {path} is not a list of key records: {exc}") from exc
-
-
-def save_records(path: Path, records: list[ApiKeyRecord]) -> None:
-    """Write ``records`` atomically (temp file + rename), readable by the owner only."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps([r.model_dump(mode="json") for r in records], indent=2) + "\n")
-    tmp.chmod(0o600)
-    os.replace(tmp, path)

@@ -1,9 +1,9 @@
-"""Prometheus metrics of the gateway and of the index service behind it.
+"""Prometheus metrics of the gateway: HTTP requests, latency, errors by code.
 
-Each keeps its own registry (several apps in one test process do not collide) and renders the
-text exposition format. The gateway's ``/metrics`` shows its own series followed by the index
-service's, so one scrape of the gateway sees request latency per route, search time per stage,
-ingest throughput, the job queue and errors by code.
+The gateway keeps its own registry (several apps in one test process do not collide) and
+renders the text exposition format. Its ``/metrics`` shows its own series followed by the index
+service's (:mod:`services.metrics`), so one scrape of the gateway sees request latency per
+route, search time per stage, ingest throughput, the job queue and errors by code.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
+#: Seconds; the same buckets as the index service's (:data:`services.metrics.LATENCY_BUCKETS`).
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
@@ -41,42 +42,6 @@ class GatewayMetrics:
         )
         self.in_flight = Gauge(
             "pagesight_http_in_flight", "Requests being served", registry=self.registry
-        )
-
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
-
-
-class ServiceMetrics:
-    """Search stages, ingestion throughput and queue, job outcomes by error code."""
-
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        self.search_stage = Histogram(
-            "pagesight_search_stage_seconds",
-            "Time per retrieval stage (keyword, dense, visual, fuse, evidence, total)",
-            ["route", "stage"],
-            buckets=_LATENCY_BUCKETS,
-            registry=self.registry,
-        )
-        self.ingest_pages = Counter(
-            "pagesight_ingest_pages", "Pages ingested (rate() = pages/s)", registry=self.registry
-        )
-        self.ingest_seconds = Counter(
-            "pagesight_ingest_busy_seconds",
-            "Seconds the ingest worker spent on jobs",
-            registry=self.registry,
-        )
-        self.jobs = Counter(
-            "pagesight_ingest_jobs",
-            "Finished ingest jobs by state and error code",
-            ["state", "code"],
-            registry=self.registry,
-        )
-        self.queue_depth = Gauge(
-            "pagesight_ingest_queue_depth",
-            "Ingest jobs waiting or running",
-            registry=self.registry,
         )
 
     def render(self) -> bytes:

@@ -29,9 +29,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from api.models import AnswerRequest
 from core.errors import ErrorCode, PageSightError, Stage
 from core.types import AnswerResponse, Policy, RouteName, SearchFilters, UnicodeText
-from gateway.protocol import AnswerRequest
 
 #: The model id ``GET /v1/models`` lists, and completions name when the request named none.
 MODEL_ID = "pagesight"

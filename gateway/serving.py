@@ -26,10 +26,11 @@ from fastapi import Response
 from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from api.caller import Caller
+from api.models import AnswerRequest, ErrorBody, ErrorResponse
 from core.errors import ErrorCode, PageSightError, Stage
 from core.settings import GatewayOptions
 from core.types import AnswerEvent, AnswerResponse, AnswerToken
-from gateway.auth import Caller
 from gateway.backend import ServiceClient
 from gateway.metrics import GatewayMetrics
 from gateway.openai_protocol import (
@@ -41,11 +42,6 @@ from gateway.openai_protocol import (
     ChatCompletionResponse,
     ChatMessageOut,
     DeltaMessage,
-)
-from gateway.protocol import (
-    AnswerRequest,
-    ErrorBody,
-    ErrorResponse,
 )
 from query.generation import render_cited
 

@@ -46,11 +46,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from core.errors import ErrorCode, PageSightError, Stage
 from core.protocols import PageEmbedding
 from core.settings import Settings
+from core.tracing import configure_json_logging
 from core.types import ParsedDocument
 from gateway.app import build_app as build_gateway
 from gateway.auth import KeyRing
 from gateway.backend import ServiceClient
-from gateway.tracing import configure_json_logging
 from index.base import IndexSchema, VectorStore
 from index.forwarded import ForwardedVectorStore
 from ingestion.isolation import parse_isolated
@@ -85,7 +85,7 @@ QUERY_METHODS = frozenset(
 
 
 def handle_for(method: str, index: Any, query: Any | None) -> Any:
-    """The deployment that answers ``method`` of :class:`gateway.backend.IndexBackend`: the
+    """The deployment that answers ``method`` of :class:`api.protocols.IndexBackend`: the
     Query deployment for reads when there is one, else the index service."""
     return query if query is not None and method in QUERY_METHODS else index
 

@@ -2,7 +2,7 @@
 
 Commands are thin: they build settings, call one service, and print. Commands that read or
 write the index go through :class:`services.cli_session.CliSession`, the same
-:class:`gateway.backend.IndexBackend` calls in both modes: the local index (default) or a
+:class:`api.protocols.IndexBackend` calls in both modes: the local index (default) or a
 running gateway (``--server URL --api-key KEY``). Parsing always runs through
 :func:`ingestion.isolation.parse_isolated`, so a hostile file fails alone, with its stage error
 code, while the rest of a batch carries on.
@@ -45,9 +45,9 @@ from core.settings import Settings
 from core.types import IngestJob, JobState, JobStatus, ParsedDocument, RouteName
 
 if TYPE_CHECKING:
+    from api.models import SearchResponse, Submitted
     from core.types import AnswerResponse, AnswerUnit, Citation, Document
     from gateway.key_stores import KeyStore
-    from gateway.protocol import SearchResponse, Submitted
     from ingestion.bulk import BulkProgress
     from ingestion.ingest import IngestProgress
     from services.app import AppArgs
@@ -763,8 +763,8 @@ def search(
     --json: the API's search response {trace_id, route, hits: [{doc_id, page_number, rank,
     score, route_scores, snippet, title, source_uri, kinds, chunk_ids, element_ids, evidence,
     page_image_url}], elapsed_ms}."""
-    from gateway.protocol import SearchRequest
-    from gateway.tracing import new_trace_id
+    from api.models import SearchRequest
+    from core.tracing import new_trace_id
 
     request = SearchRequest(query=query, route=route, top_k=top_k)
     with _session(server, api_key, tenant, principal) as session:
@@ -834,8 +834,8 @@ def answer(
     citations}, supporting, related, citations: [{n, doc_id, page_number, chunk_id, kind,
     element_ids, bboxes, page_image_url, quote, parts: [{page_number, text, bboxes}], title,
     source_name}], confidence, mode, trace_id, withheld}."""
-    from gateway.protocol import AnswerRequest
-    from gateway.tracing import new_trace_id
+    from api.models import AnswerRequest
+    from core.tracing import new_trace_id
 
     request = AnswerRequest.model_validate({"query": question, "route": route, "policy": policy})
     with _session(server, api_key, tenant, principal) as session:
@@ -1277,10 +1277,10 @@ def _app_args(config: Path | None, settings: Settings) -> AppArgs:
 def _serve_in_process(settings: Settings, host: str, port: int) -> None:
     import uvicorn
 
+    from core.tracing import configure_json_logging
     from gateway.app import build_app
     from gateway.auth import KeyRing
     from gateway.backend import ServiceClient
-    from gateway.tracing import configure_json_logging
     from services.index_service import IndexService
 
     configure_json_logging()
@@ -1337,8 +1337,8 @@ def demo(
     make an API key for the web UI (tenant 'default', read+write; the previous demo key is
     revoked) and say where the UI is once `pagesight serve` runs.
     --json: {"jobs": [...], "searches": [{"query", "response"}], "ui": {url, key_id, key}}."""
-    from gateway.protocol import SearchRequest
-    from gateway.tracing import new_trace_id
+    from api.models import SearchRequest
+    from core.tracing import new_trace_id
     from ingestion.samples import write_samples
 
     settings = Settings()

@@ -1,6 +1,6 @@
 """Where the command line's calls go: the local index service, or a running gateway.
 
-Every command that reads or writes the index talks to an :class:`gateway.backend.IndexBackend`
+Every command that reads or writes the index talks to an :class:`api.protocols.IndexBackend`
 through a :class:`CliSession`, so the two modes share one code path:
 
 - **local** (the default): an :class:`services.index_service.IndexService` over the data
@@ -24,12 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from core.errors import ErrorCode, PageSightError, Stage
-from core.settings import ALL_SCOPES, Settings
-from core.types import AuditEntry, Document, DocumentStructure, JobState, JobStatus, RetrievalTrace
-from gateway.auth import Caller
-from gateway.backend import IndexBackend
-from gateway.protocol import (
+from api.caller import Caller
+from api.models import (
     DocumentDetail,
     Readiness,
     SearchRequest,
@@ -37,12 +33,16 @@ from gateway.protocol import (
     Submitted,
     UriIngest,
 )
+from api.protocols import IndexBackend
+from core.errors import ErrorCode, PageSightError, Stage
+from core.settings import ALL_SCOPES, Settings
+from core.types import AuditEntry, Document, DocumentStructure, JobState, JobStatus, RetrievalTrace
 
 if TYPE_CHECKING:
+    from api.images import PageImage
+    from api.models import AnswerRequest
     from core.types import AnswerEvent, AnswerResponse
     from gateway.client import PageSightClient
-    from gateway.images import PageImage
-    from gateway.protocol import AnswerRequest
 
 #: How often a waiting command asks for its jobs' state.
 POLL_S = 0.2
@@ -135,7 +135,7 @@ class HttpBackend:
         highlight: str | None = None,
         image_format: str = "png",
     ) -> PageImage | None:
-        from gateway.images import PageImage, media_type_of, parse_highlight
+        from api.images import PageImage, media_type_of, parse_highlight
 
         data = self.client.page_image(
             doc_id, page_number, highlight=parse_highlight(highlight), image_format=image_format

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from core.errors import ErrorCode, PageSightError, Stage
+from core.keys_file import load_records
 from core.postgres import PostgresDb, conninfo, current_revision, head_revision, json_without_nul
 from core.settings import Settings
 
@@ -531,8 +532,6 @@ def _rows(conn: sqlite3.Connection, sql: str) -> Iterator[tuple[Any, ...]]:
 def _key_rows(path: Path) -> list[tuple[Any, ...]]:
     """The keys file's records as rows. A file naming one key id or one digest twice is
     refused: which record the database should keep would be a guess."""
-    from gateway.key_stores import load_records
-
     try:
         records = load_records(path)
     except (ValueError, OSError) as exc:

@@ -36,11 +36,25 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from api.caller import Caller
+from api.images import PageImage, media_type_of, parse_highlight
+from api.models import (
+    AnswerRequest,
+    DocumentDetail,
+    Outcome,
+    Readiness,
+    SearchHit,
+    SearchRequest,
+    SearchResponse,
+    Submitted,
+    UriIngest,
+)
 from core.errors import ErrorCode, PageSightError, Stage
 from core.ids import check_doc_id, make_doc_id
 from core.links import page_image_url
 from core.protocols import CatalogRepository, PageEmbedder, TextEmbedder, TraceRepository
 from core.settings import Settings
+from core.tracing import current_trace_id
 from core.types import (
     AccessFilter,
     AnswerEvent,
@@ -53,35 +67,17 @@ from core.types import (
     JobStatus,
     RetrievalTrace,
 )
-from gateway.auth import Caller
-from gateway.images import (
-    PageImage,
-    media_type_of,
-    parse_highlight,
-    render_page_image,
-)
-from gateway.metrics import ServiceMetrics
-from gateway.protocol import (
-    AnswerRequest,
-    DocumentDetail,
-    Outcome,
-    Readiness,
-    SearchHit,
-    SearchRequest,
-    SearchResponse,
-    Submitted,
-    UriIngest,
-)
-from gateway.sources import SourcePolicy
-from gateway.tracing import current_trace_id
 from index.base import IndexSchema, VectorStore
 from index.forwarded import read_primitive
 from index.traces import open_traces
 from index.vectors import CHUNK_COLLECTION, PAGE_COLLECTION
 from ingestion.claims import claimed_job, new_worker_id, release_dead_local_claims
+from ingestion.highlight import render_page_image
 from ingestion.ingest import DocumentParseFn, IngestRequest, is_current
+from ingestion.url_sources import SourcePolicy
 from query.answer import AnsweredQuery, AnswerPipeline
 from services.engine import build_answer_pipeline
+from services.metrics import ServiceMetrics
 from services.page_images import stored_page
 from services.stack import LocalStack, StoreOpener
 

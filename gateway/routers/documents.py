@@ -15,6 +15,16 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 from starlette.datastructures import UploadFile
 
+from api.models import (
+    API_PREFIX,
+    AuditList,
+    Deleted,
+    DocumentDetail,
+    DocumentList,
+    JobAccepted,
+    JobList,
+    UriIngest,
+)
 from core.errors import ErrorCode, PageSightError, Stage
 from core.ids import DOC_ID_PATTERN, check_doc_id
 from core.types import Document, DocumentStructure, JobState, JobStatus
@@ -26,16 +36,6 @@ from gateway.dependencies import (
     ServiceDep,
     TimedDep,
     not_found,
-)
-from gateway.protocol import (
-    API_PREFIX,
-    AuditList,
-    Deleted,
-    DocumentDetail,
-    DocumentList,
-    JobAccepted,
-    JobList,
-    UriIngest,
 )
 
 router = APIRouter(tags=["documents"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
+from api.models import API_PREFIX
 from gateway.dependencies import CallerDep, ChatDep, OptionsDep, check_query
 from gateway.openai_protocol import (
     MODEL_ID,
@@ -12,7 +13,6 @@ from gateway.openai_protocol import (
     ModelCard,
     ModelList,
 )
-from gateway.protocol import API_PREFIX
 from gateway.serving import SSE_SCHEMA
 
 router = APIRouter(tags=["openai"])

@@ -8,9 +8,9 @@ import logging
 from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 
+from api.models import Readiness
 from gateway.dependencies import KeyRingDep, MetricsDep, ServiceDep
 from gateway.metrics import CONTENT_TYPE
-from gateway.protocol import Readiness
 
 log = logging.getLogger(__name__)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
+from api.models import API_PREFIX, AnswerRequest, SearchRequest, SearchResponse, TraceResponse
 from core.errors import ErrorCode, PageSightError, Stage
 from core.types import AnswerResponse
 from gateway.dependencies import (
@@ -15,13 +16,6 @@ from gateway.dependencies import (
     TimedDep,
     check_query,
     not_found,
-)
-from gateway.protocol import (
-    API_PREFIX,
-    AnswerRequest,
-    SearchRequest,
-    SearchResponse,
-    TraceResponse,
 )
 from gateway.serving import SSE_SCHEMA
 

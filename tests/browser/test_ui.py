@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 import pytest
 
+from api.caller import Caller
 from core.types import JobState, RouteName
-from gateway.auth import Caller
 from ingestion import samples
 from query.generation import ABSTAIN_TEXT
 from services.index_service import IndexService

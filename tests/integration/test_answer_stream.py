@@ -23,6 +23,8 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from openai.types.chat import ChatCompletionMessageParam
 
+from api.caller import Caller
+from api.models import AnswerRequest
 from core.settings import AnswerOptions, GatewayOptions, LlmOptions, Settings
 from core.types import (
     AccessFilter,
@@ -34,10 +36,9 @@ from core.types import (
     Passage,
 )
 from gateway.app import build_app
-from gateway.auth import Caller, KeyRing, new_key
+from gateway.auth import KeyRing, new_key
 from gateway.backend import ServiceClient
 from gateway.client import ApiError, PageSightClient
-from gateway.protocol import AnswerRequest
 from ingestion import samples
 from models.reranker import FusedScoreRanker
 from query.answer import AnsweredQuery, AnswerPipeline

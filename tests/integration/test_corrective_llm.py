@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
+from api.caller import Caller
+from api.models import AnswerRequest
 from core.settings import AnswerOptions, CorrectiveOptions, LlmOptions, Settings
 from core.types import AccessFilter, Grade, Passage, RouteName
-from gateway.auth import Caller
-from gateway.protocol import AnswerRequest
 from ingestion import samples
 from models.llm import OpenAiChatClient
 from models.reranker import FusedScoreRanker

@@ -27,11 +27,12 @@ import psycopg
 import pytest
 from typer.testing import CliRunner, Result
 
+from core.keys_file import load_records
 from core.postgres import head_revision
 from core.settings import Settings, VisualEmbedderOptions
 from core.types import AccessFilter, AuditEntry, JobState, RetrievalTrace, RouteName
 from gateway.auth import new_key
-from gateway.key_stores import FileKeyStore, load_records
+from gateway.key_stores import FileKeyStore
 from index.traces import TraceStore
 from ingestion.catalog import Catalog
 from ingestion.ingest import IngestRequest

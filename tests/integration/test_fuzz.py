@@ -42,12 +42,13 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from api.protocols import IndexBackend
 from core.errors import ErrorCode, PageSightError, Stage
 from core.settings import GatewayOptions, Settings
 from core.types import ParsedDocument
 from gateway.app import build_app
 from gateway.auth import KeyRing, new_key
-from gateway.backend import IndexBackend, ServiceClient
+from gateway.backend import ServiceClient
 from ingestion import samples
 from ingestion.isolation import parse_isolated
 from ingestion.pipeline import SourceInfo

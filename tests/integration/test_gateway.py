@@ -18,10 +18,11 @@ import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
 
+from api.caller import Caller
 from core.settings import GatewayOptions, Settings
 from core.types import BBox, JobState
 from gateway.app import build_app
-from gateway.auth import Caller, KeyRing, new_key
+from gateway.auth import KeyRing, new_key
 from gateway.backend import ServiceClient
 from gateway.client import ApiError, PageSightClient
 from ingestion import samples

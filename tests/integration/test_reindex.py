@@ -20,6 +20,8 @@ import pymupdf
 import pytest
 from typer.testing import CliRunner
 
+from api.caller import Caller
+from api.models import SearchRequest
 from core.settings import (
     ChunkOptions,
     IndexOptions,
@@ -28,8 +30,6 @@ from core.settings import (
     VisualEmbedderOptions,
 )
 from core.types import AccessFilter, JobState
-from gateway.auth import Caller
-from gateway.protocol import SearchRequest
 from index.factory import alias_name, collection_manager
 from index.live import require_live
 from index.vectors import CHUNK_COLLECTION, DENSE_VECTOR

@@ -42,6 +42,7 @@ import jsonschema
 import pytest
 from fastapi.testclient import TestClient
 
+from api.models import AnswerRequest
 from core.protocols import ChatModel
 from core.settings import AnswerOptions, GatewayOptions, Settings
 from core.types import (
@@ -58,7 +59,6 @@ from gateway.app import build_app
 from gateway.auth import KeyRing, new_key
 from gateway.backend import ServiceClient
 from gateway.client import PageSightClient
-from gateway.protocol import AnswerRequest
 from ingestion import samples
 from models.llm import MalformedOutput, OpenAiChatClient
 from models.reranker import FusedScoreRanker

@@ -22,13 +22,13 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from api.models import AnswerRequest
 from core.settings import AnswerOptions, GatewayOptions, ImageContextOptions, Settings
 from core.types import AccessFilter, AnswerResponse, AnswerToken, ChatMessage, JobState, Passage
 from gateway.app import build_app
 from gateway.auth import KeyRing, new_key
 from gateway.backend import ServiceClient
 from gateway.client import PageSightClient
-from gateway.protocol import AnswerRequest
 from ingestion import samples
 from models.llm import OpenAiChatClient
 from models.reranker import FusedScoreRanker

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from api.models import AnswerRequest
 from core.errors import ErrorCode
 from core.links import page_image_url
 from core.settings import AnswerOptions
@@ -26,7 +27,6 @@ from core.types import (
     SearchFilters,
     TextSpan,
 )
-from gateway.protocol import AnswerRequest
 from models.llm import LlmError, MalformedOutput
 from models.reranker import FusedScoreRanker
 from query.answer import AnswerPipeline

@@ -14,10 +14,10 @@ from typing import Any, Literal
 import pytest
 from pydantic import ValidationError
 
+from api.models import AnswerRequest
 from core.errors import ErrorCode
 from core.settings import AnswerOptions, CorrectiveOptions, Settings
 from core.types import AccessFilter, ChatMessage, Grade, Passage, RouteName
-from gateway.protocol import AnswerRequest
 from models.llm import LlmError, MalformedOutput
 from models.reranker import FusedScoreRanker
 from query.answer import AnsweredQuery, AnswerPipeline

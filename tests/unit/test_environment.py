@@ -90,7 +90,9 @@ def test_tesseract_and_languages_are_installed() -> None:
         assert lang in langs, f"tesseract language data '{lang}' is missing"
 
 
-@pytest.mark.parametrize("package", ["core", "models", "index", "ingestion", "gateway", "services"])
+@pytest.mark.parametrize(
+    "package", ["core", "models", "index", "ingestion", "query", "api", "gateway", "services"]
+)
 def test_project_packages_are_not_shadowed(package: str) -> None:
     spec = importlib.util.find_spec(package)
     assert spec is not None and spec.origin is not None

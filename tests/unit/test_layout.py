@@ -1,6 +1,14 @@
-"""The layout rules of DESIGN.md section 3, checked on the source: the query engine is plain
-Python (no HTTP, no Ray), and no module imports another that imports it back, type-checking
-imports included."""
+"""The layout rules of DESIGN.md section 3, checked on the source, type-checking imports and
+imports inside functions included:
+
+- ``core`` imports none of the other packages;
+- ``api`` (what the gateway and the services share) imports only ``core``, pydantic and the
+  standard library;
+- the query engine is plain Python: no HTTP, no Ray, never the gateway or the services;
+- ``services`` never imports the gateway, except the entry points that mount it or call it
+  (:data:`SERVICES_ENTRY_POINTS`, which move to their own package later);
+- no module imports another that imports it back.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +18,14 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("core", "models", "index", "ingestion", "query", "gateway", "services")
+PACKAGES = ("core", "models", "index", "ingestion", "query", "api", "gateway", "services")
 FORBIDDEN_IN_QUERY = ("fastapi", "starlette", "ray", "uvicorn")
+#: What ``api`` may import besides the standard library and itself.
+ALLOWED_IN_API = ("core", "pydantic")
+#: The modules of ``services`` that may import the gateway: the command line (its server
+#: command builds the gateway; its remote mode is the gateway's Python client) and the Ray
+#: Serve application builder (it mounts the gateway as the ingress).
+SERVICES_ENTRY_POINTS = ("services.cli", "services.cli_session", "services.app")
 
 
 def _module_name(path: Path) -> str:
@@ -30,6 +44,19 @@ def _imports(path: Path) -> set[str]:
             found.add(node.module)
             found.update(f"{node.module}.{alias.name}" for alias in node.names)
     return found
+
+
+def _package_imports(package: str) -> list[tuple[str, str]]:
+    """(module, imported module) for every import in every module of ``package``."""
+    return [
+        (_module_name(path), module)
+        for path in sorted((REPO / package).rglob("*.py"))
+        for module in sorted(_imports(path))
+    ]
+
+
+def _top(module: str) -> str:
+    return module.split(".")[0]
 
 
 def _graph() -> dict[str, set[str]]:
@@ -54,6 +81,30 @@ def test_query_engine_imports_no_http_or_ray() -> None:
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", probe], cwd=REPO, check=True, timeout=300)
+
+
+def test_core_imports_no_other_package() -> None:
+    others = set(PACKAGES) - {"core"}
+    bad = [(m, i) for m, i in _package_imports("core") if _top(i) in others]
+    assert not bad, bad
+
+
+def test_api_imports_only_core_and_pydantic() -> None:
+    allowed = {"api", "__future__", *ALLOWED_IN_API, *sys.stdlib_module_names}
+    bad = [(m, i) for m, i in _package_imports("api") if _top(i) not in allowed]
+    assert not bad, bad
+
+
+def test_services_never_import_the_gateway() -> None:
+    bad = [
+        (m, i)
+        for m, i in _package_imports("services")
+        if _top(i) == "gateway" and m not in SERVICES_ENTRY_POINTS
+    ]
+    assert not bad, bad
+    # the exceptions are real (an entry point that stopped importing the gateway leaves the list)
+    importing = {m for m, i in _package_imports("services") if _top(i) == "gateway"}
+    assert importing == set(SERVICES_ENTRY_POINTS), importing
 
 
 def test_no_import_cycles() -> None:

@@ -14,10 +14,11 @@ import pymupdf
 import pytest
 from PIL import Image
 
+from api.images import parse_highlight
 from core.links import page_image_url
 from core.types import BBox
-from gateway.images import box_pixels, parse_highlight, render_page_image
 from ingestion import samples
+from ingestion.highlight import box_pixels, render_page_image
 from ingestion.parse.blocks import RawBlock
 from ingestion.parse.pdf import LayoutPageParser
 from ingestion.render import PyMuPdfRenderer

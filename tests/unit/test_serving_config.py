@@ -8,16 +8,17 @@ from pathlib import Path
 import pytest
 import yaml
 
+from api.images import parse_highlight
+from api.protocols import IndexBackend
 from core.errors import ErrorCode, PageSightError
+from core.keys_file import load_records, save_records
 from core.links import page_image_url
 from core.settings import ApiKeyRecord, Settings
+from core.tracing import JsonLogFormatter, current_trace_id
 from gateway.auth import KeyRing, new_key
-from gateway.backend import IndexBackend
-from gateway.images import parse_highlight
-from gateway.key_stores import load_records, save_records
 from gateway.limits import ConcurrencyLimiter, RateLimited
-from gateway.sources import SourcePolicy
-from gateway.tracing import JsonLogFormatter, current_trace_id, trace_id_from_headers
+from gateway.tracing import trace_id_from_headers
+from ingestion.url_sources import SourcePolicy
 from services.app import (
     QUERY_METHODS,
     AppArgs,

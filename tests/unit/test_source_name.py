@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from api.models import SearchHit
 from core.types import Document, PageHit, source_name
-from gateway.protocol import SearchHit
 
 
 @pytest.mark.parametrize(

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from PIL import Image
 
+from api.models import AnswerRequest
 from core.errors import ErrorCode
 from core.settings import AnswerOptions, ImageContextOptions
 from core.types import AccessFilter, BBox, Passage, RetrievalTrace, RouteName, RouteTrace
-from gateway.protocol import AnswerRequest
 from models.llm import LlmError
 from models.reranker import FusedScoreRanker
 from query.answer import AnswerPipeline

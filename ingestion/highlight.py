@@ -1,8 +1,8 @@
-"""Page images for the API: encoded as PNG or JPEG, with evidence boxes drawn on request.
+"""Evidence boxes drawn on a stored page image (what ``GET .../pages/{n}/image?highlight=``
+returns), re-encoded as PNG or JPEG.
 
 Boxes arrive in PDF points (the unit of every bbox PageSight returns) and are scaled to the
-stored image's pixels by the page's size in points, so a client can pass a search hit's
-``evidence`` straight back as ``highlight=x0,y0,x1,y1;...``.
+stored image's pixels by the page's size in points (:mod:`ingestion.render` wrote the image).
 
 A text element's box is tight around its glyphs (the layout parser's box is the union of the
 glyphs' own boxes), so a highlight must never cover any pixel inside it: the box is widened to
@@ -15,66 +15,14 @@ from __future__ import annotations
 
 import io
 import math
-from dataclasses import dataclass
 from pathlib import Path
 
 from PIL import Image, ImageDraw
 
-from core.errors import ErrorCode, PageSightError, Stage
 from core.types import BBox
 
-MAX_HIGHLIGHTS = 50
-#: Largest highlight coordinate, in points (PDF pages are at most 14,400 points on a side).
-MAX_COORDINATE = 20_000.0
-MEDIA_TYPES = {"png": "image/png", "jpeg": "image/jpeg"}
-
-
-@dataclass(frozen=True)
-class PageImage:
-    """Encoded image bytes and their media type, as the API returns them."""
-
-    data: bytes
-    media_type: str
-
-
-def parse_highlight(value: str | None) -> list[BBox]:
-    """``"x0,y0,x1,y1;x0,y0,x1,y1"`` -> boxes; anything malformed is INVALID_REQUEST."""
-    if not value:
-        return []
-    boxes: list[BBox] = []
-    for part in value.split(";"):
-        if not part.strip():
-            continue
-        try:
-            numbers = [float(v) for v in part.split(",")]
-            if len(numbers) != 4:
-                raise ValueError("four numbers per box")
-            if not all(math.isfinite(n) and abs(n) <= MAX_COORDINATE for n in numbers):
-                # a box far off the page would cost seconds of drawing per request
-                raise ValueError(f"coordinates must be finite, within ±{MAX_COORDINATE:g} points")
-            boxes.append(BBox.of(numbers))
-        except ValueError as exc:
-            raise PageSightError(
-                ErrorCode.INVALID_REQUEST,
-                Stage.GATEWAY,
-                f"highlight must be 'x0,y0,x1,y1' boxes in PDF points joined by ';' ({exc})",
-            ) from exc
-    if len(boxes) > MAX_HIGHLIGHTS:
-        raise PageSightError(
-            ErrorCode.INVALID_REQUEST, Stage.GATEWAY, f"at most {MAX_HIGHLIGHTS} highlight boxes"
-        )
-    return boxes
-
-
-def media_type_of(image_format: str) -> str:
-    """The media type of ``image_format``; an unknown format is INVALID_REQUEST."""
-    if image_format not in MEDIA_TYPES:
-        raise PageSightError(
-            ErrorCode.INVALID_REQUEST,
-            Stage.GATEWAY,
-            f"format must be one of {sorted(MEDIA_TYPES)}",
-        )
-    return MEDIA_TYPES[image_format]
+#: The encodings on offer (the API's formats: :data:`api.images.MEDIA_TYPES`).
+IMAGE_FORMATS = ("png", "jpeg")
 
 
 def render_page_image(
@@ -86,9 +34,11 @@ def render_page_image(
     """The stored page image re-encoded, with ``boxes`` lightly filled and outlined around.
 
     Every pixel the box touches is only tinted; the outline lies outside them (so a box that
-    touches the image's edge has no outline on that side).
+    touches the image's edge has no outline on that side). ``image_format`` is one of
+    :data:`IMAGE_FORMATS` (callers have checked the request's: anything else is a ValueError).
     """
-    media_type_of(image_format)
+    if image_format not in IMAGE_FORMATS:
+        raise ValueError(f"image format must be one of {IMAGE_FORMATS}, not {image_format!r}")
     with Image.open(path) as stored:
         image = stored.convert("RGB")
     if boxes:

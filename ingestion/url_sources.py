@@ -1,4 +1,5 @@
-"""Which URIs the gateway may ingest from, and fetching them safely.
+"""Which URIs may be ingested from, and fetching them safely (the index service's
+:class:`SourcePolicy`; file-format checks are :mod:`ingestion.sources`).
 
 ``POST /v1/documents`` with a URI is a server-side request: left open, it lets any API key make
 the service read internal URLs (cloud metadata, admin ports) or local files. So a URI is

@@ -1,9 +1,9 @@
 """The HTTP API's request and response models (``/v1``), in one module.
 
-Routers, the serving backend and the Python client all speak these types, so the OpenAPI
-schema at ``/docs`` is exactly what the client sends and receives. Core types
-(:class:`core.types.IngestJob`, :class:`core.types.RetrievalTrace`, ...) are reused where the
-API shows them as they are; API-only shapes live here.
+The routers, the index service behind them, the CLI and the Python client all speak these
+types, so the OpenAPI schema at ``/docs`` is exactly what the client sends and receives. Core
+types (:class:`core.types.IngestJob`, :class:`core.types.RetrievalTrace`, ...) are reused where
+the API shows them as they are; API-only shapes live here.
 """
 
 from __future__ import annotations
