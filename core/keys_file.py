@@ -1,6 +1,6 @@
 """The API keys file: a JSON list of :class:`core.settings.ApiKeyRecord` (digests, never keys).
 
-Read and written by the gateway's file key store (:class:`gateway.key_stores.FileKeyStore`,
+Read and written by the gateway's file key store (:class:`store.key_stores.FileKeyStore`,
 what ``pagesight keys new`` writes on one machine) and read by ``pagesight db
 migrate-from-sqlite`` (:mod:`services.db_migrate`), which copies it into PostgreSQL.
 """

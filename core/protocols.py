@@ -215,8 +215,8 @@ class ConfidenceScorer(Protocol):
 class CatalogRepository(Protocol):
     """Jobs, documents, pages, structure and the audit log: what operations need of ingested
     documents (the index holds what retrieval needs). One home for per-document data: SQLite
-    (:class:`ingestion.catalog.Catalog`) and PostgreSQL for the cluster profile
-    (:class:`ingestion.catalog_postgres.PostgresCatalog`) implement it, nothing else changes.
+    (:class:`store.catalog.Catalog`) and PostgreSQL for the cluster profile
+    (:class:`store.catalog_postgres.PostgresCatalog`) implement it, nothing else changes.
 
     Every method that reads documents, pages or audit entries takes the tenant (or a document,
     which carries it): no call can read across tenants. Jobs are read by id (callers check the

@@ -10,7 +10,7 @@ with that tenant, so a tenant can never name another tenant's data.
 Where keys come from is a :class:`KeyStore`: the ``PAGESIGHT_GATEWAY__API_KEYS`` environment
 variable, a JSON file (a mounted secret, or what ``pagesight keys new`` / ``keys revoke`` write
 on a single machine) and, in the cluster profile (``PAGESIGHT_DATABASE_URL`` set), PostgreSQL
-(:mod:`gateway.key_store_postgres`), which every replica shares, so a key made or revoked
+(:mod:`store.key_store_postgres`), which every replica shares, so a key made or revoked
 on one machine counts on all of them. :class:`KeyRing` re-reads its stores when they change
 (checked at most every ``keys_reload_s``), so a new or revoked key takes effect within seconds,
 without a restart.
@@ -30,7 +30,7 @@ from pathlib import Path
 from api.caller import Caller
 from core.errors import ErrorCode, PageSightError, Stage
 from core.settings import ApiKeyRecord, GatewayOptions, KeyScope, Settings
-from gateway.key_stores import FileKeyStore, KeyStore, StaticKeyStore
+from store.key_stores import FileKeyStore, KeyStore, StaticKeyStore
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ def open_key_store(settings: Settings, keys_file: Path | None = None) -> KeyStor
     PostgreSQL when ``database_url`` is set (the store every replica of the gateway reads),
     else the keys file of the settings (default ``<data_dir>/api-keys.json``)."""
     if keys_file is None and settings.database_url is not None:
-        from gateway.key_store_postgres import PostgresKeyStore
+        from store.key_store_postgres import PostgresKeyStore
 
         return PostgresKeyStore.open(settings)
     return FileKeyStore(keys_file or default_keys_file(settings))
@@ -117,7 +117,7 @@ class KeyRing:
         one is set), plus PostgreSQL when ``database_url`` is set."""
         stores: list[KeyStore] = []
         if settings.database_url is not None:
-            from gateway.key_store_postgres import PostgresKeyStore
+            from store.key_store_postgres import PostgresKeyStore
 
             stores.append(PostgresKeyStore.open(settings))
         try:

@@ -3,8 +3,9 @@
 - :mod:`index.base`: :class:`~index.base.VectorStore` (upsert, per-document delete, dense /
   sparse / multi-vector queries and the two-stage page query (pooled first stage, exact MaxSim
   rerank) with the access filter inside the query, scrolls for sync),
-  the payload contract, and :class:`~index.base.IndexSchema`, the facts (vector names, dims,
-  distances, model ids, id scheme) stamped into every index and checked on every open.
+  the payload contract, and :class:`~index.base.IndexSchema` (:mod:`index.schema`), the facts
+  (vector names, dims, distances, model ids, id scheme) stamped into every index and checked
+  on every open; points and selections in :mod:`index.points`.
 - :mod:`index.edge`: the embedded default, Qdrant's engine in-process (qdrant_edge), one
   shard directory per index version, one process at a time.
 - :mod:`index.qdrant_server`: a Qdrant server collection through qdrant-client (selected by

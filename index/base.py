@@ -1,5 +1,9 @@
 """The one vector-store interface over every backend, and the schema each index is stamped with.
 
+:class:`VectorStore` is here; the schema (:class:`IndexSchema` and its vector specs) is in
+:mod:`index.schema`, points, hits and selections in :mod:`index.points`; both are re-exported
+here, so callers import everything from this module.
+
 Callers (ingestion, retrieval) see :class:`VectorStore` only; the embedded engine
 (:mod:`index.edge`) and a Qdrant server (:mod:`index.qdrant_server`) implement it, the way
 qdrant-client offers one API for its local and remote modes. Fusion is not done here: each
@@ -30,400 +34,64 @@ condition set, and each backend translates that into its own filter in exactly o
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import re
-import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
-from datetime import datetime
 from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Self
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from core.errors import ErrorCode, PageSightError, Stage
-from core.types import EVERYONE, AccessFilter, SparseVector
+from core.types import AccessFilter, SparseVector
+from index.points import (
+    IndexPoint,
+    ScoredPoint,
+    Selection,
+    StoredPoint,
+    TwoStage,
+    epoch_seconds,
+)
+from index.schema import (
+    FLOAT_INDEX_FIELDS,
+    KEYWORD_INDEX_FIELDS,
+    POOLED_SUFFIX,
+    SCHEMA_METADATA_KEY,
+    TENANT_FIELD,
+    DenseVectorSpec,
+    DistanceName,
+    IndexSchema,
+    MultiVectorSpec,
+    SparseVectorSpec,
+    pooled_vector_name,
+)
+
+__all__ = [
+    "FLOAT_INDEX_FIELDS",
+    "KEYWORD_INDEX_FIELDS",
+    "POOLED_SUFFIX",
+    "SCHEMA_METADATA_KEY",
+    "TENANT_FIELD",
+    "DenseVectorSpec",
+    "DistanceName",
+    "IndexPoint",
+    "IndexSchema",
+    "MultiVectorSpec",
+    "QueryVector",
+    "ScoredPoint",
+    "Selection",
+    "SparseVectorSpec",
+    "StoredPoint",
+    "TwoStage",
+    "VectorStore",
+    "epoch_seconds",
+    "pooled_vector_name",
+]
 
 log = logging.getLogger(__name__)
-
-# -- payload contract --------------------------------------------------------------------------
-
-#: Payload fields with a keyword index: the access filter and the per-document operations use
-#: them on every call, so a server must not scan payloads to evaluate them.
-KEYWORD_INDEX_FIELDS = ("tenant", "acl", "doc_id", "version", "kinds")
-#: Payload fields with a float (range) index.
-FLOAT_INDEX_FIELDS = ("valid_until",)
-#: The field a multi-tenant server partitions by (Qdrant's ``is_tenant`` keyword index).
-TENANT_FIELD = "tenant"
-
-#: Key under which the schema is stored (collection metadata, or the edge schema file).
-SCHEMA_METADATA_KEY = "pagesight_schema"
-
-DistanceName = Literal["cosine", "dot", "euclid"]
-
-
-# -- schema ------------------------------------------------------------------------------------
-
-
-class DenseVectorSpec(BaseModel):
-    """One named dense vector: one embedding per point from one model."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    dim: int = Field(ge=1)
-    distance: DistanceName = "cosine"
-    model_id: str = Field(min_length=1, description="embedding model; a change means re-index")
-
-
-class SparseVectorSpec(BaseModel):
-    """One named sparse vector (BM25 term weights); the index applies IDF at query time."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    model_id: str = Field(
-        min_length=1, description="tokenizer and weighting: term ids depend on it"
-    )
-    modifier: Literal["idf", "none"] = "idf"
-
-
-class MultiVectorSpec(BaseModel):
-    """One named multi-vector (e.g. ColQwen2 page patches) scored by late interaction.
-
-    The defaults are what ColPali-style page vectors want: MaxSim, float16 storage (half the
-    memory for ~1.4x time, STACK-FACTS) and no HNSW graph, because a graph over single patch
-    vectors is useless for MaxSim: a smaller pooled multi-vector is the first stage instead.
-
-    A *pooled* spec (the first stage of :meth:`VectorStore.query_two_stage`) names the full
-    multi-vector it is derived from in ``pooled_from`` and how in ``pooling`` (e.g.
-    ``"mean-rows-cols"``, :data:`models.pooling.ROWS_COLS`); both are stamped so that changing
-    the pooling means a re-index. By convention its name is the full one plus
-    :data:`POOLED_SUFFIX` (``page-colqwen`` + ``page-colqwen-pooled``), see
-    :meth:`IndexSchema.for_pages`. ``quantization="int8"`` (pooled specs only: the full
-    vectors are the exact stage) adds scalar int8 codes of the vectors, kept in RAM, that a
-    quantized first stage scores instead of the floats.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    dim: int = Field(ge=1)
-    model_id: str = Field(min_length=1)
-    distance: DistanceName = "cosine"
-    comparator: Literal["max_sim"] = "max_sim"
-    datatype: Literal["float32", "float16"] = "float16"
-    hnsw: bool = False
-    quantization: Literal["none", "int8"] = "none"
-    pooled_from: str | None = Field(
-        default=None, description="the full multi-vector this first-stage vector pools"
-    )
-    pooling: str | None = Field(
-        default=None, description="how it was pooled; a change means re-index"
-    )
-
-    @model_validator(mode="after")
-    def _pooled(self) -> MultiVectorSpec:
-        if (self.pooled_from is None) != (self.pooling is None):
-            raise ValueError("a pooled multi-vector needs both pooled_from and pooling")
-        if self.quantization != "none" and self.pooled_from is None:
-            # The full vectors are the exact stage (query_multivector, the two-stage rerank);
-            # approximate scores there would change results, not just their cost.
-            raise ValueError("only a pooled (first-stage) multi-vector can be quantized")
-        return self
-
-
-#: A pooled first-stage multi-vector is named after its full one plus this suffix.
-POOLED_SUFFIX = "-pooled"
-
-
-def pooled_vector_name(name: str) -> str:
-    """The conventional name of the pooled first stage of multi-vector ``name``."""
-    return f"{name}{POOLED_SUFFIX}"
-
-
-_VECTOR_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-
-
-class IndexSchema(BaseModel):
-    """Collection-level facts stamped at creation and checked on every open.
-
-    Ids, dimensions, distances and model names decide what a stored vector means; opening an
-    index with different ones would silently compare incompatible vectors, so a mismatch is an
-    error that asks for a re-index into a new collection (DESIGN.md section 2).
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    id_scheme: str = Field(default="v1", description="how point ids derive from content")
-    dense: dict[str, DenseVectorSpec] = Field(default_factory=dict)
-    sparse: dict[str, SparseVectorSpec] = Field(default_factory=dict)
-    multivector: dict[str, MultiVectorSpec] = Field(default_factory=dict)
-
-    @model_validator(mode="after")
-    def _names(self) -> IndexSchema:
-        names = [*self.dense, *self.sparse, *self.multivector]
-        if not names:
-            raise ValueError("an index schema needs at least one vector")
-        if len(set(names)) != len(names):
-            raise ValueError(f"vector names must be unique across kinds: {names}")
-        for name in names:
-            if not _VECTOR_NAME.match(name):
-                raise ValueError(f"bad vector name {name!r}: letters, digits, '_', '.', '-'")
-        for name, spec in self.multivector.items():
-            if spec.pooled_from is None:
-                continue
-            full = self.multivector.get(spec.pooled_from)
-            if full is None or full.pooled_from is not None:
-                raise ValueError(
-                    f"pooled multi-vector {name!r} pools {spec.pooled_from!r}, "
-                    "which is not a full multi-vector of this schema"
-                )
-            if (full.dim, full.distance) != (spec.dim, spec.distance):
-                raise ValueError(
-                    f"pooled multi-vector {name!r} must have the dim and distance of "
-                    f"{spec.pooled_from!r}: the same query rows score both"
-                )
-        return self
-
-    def pooled_of(self, name: str) -> list[str]:
-        """The pooled first-stage multi-vectors derived from multi-vector ``name``."""
-        return [n for n, spec in self.multivector.items() if spec.pooled_from == name]
-
-    def differences(self, other: IndexSchema) -> list[str]:
-        """Human-readable differences from ``other`` (``self`` = stored, ``other`` = requested)."""
-        out: list[str] = []
-        if self.id_scheme != other.id_scheme:
-            out.append(f"id_scheme: stored {self.id_scheme!r}, requested {other.id_scheme!r}")
-        for kind in ("dense", "sparse", "multivector"):
-            stored: dict[str, BaseModel] = getattr(self, kind)
-            wanted: dict[str, BaseModel] = getattr(other, kind)
-            for name in sorted(stored.keys() - wanted.keys()):
-                out.append(f"{kind} vector {name!r}: stored but not requested")
-            for name in sorted(wanted.keys() - stored.keys()):
-                out.append(f"{kind} vector {name!r}: requested but not stored")
-            for name in sorted(stored.keys() & wanted.keys()):
-                have, want = stored[name].model_dump(), wanted[name].model_dump()
-                for field in have:
-                    if have[field] != want[field]:
-                        out.append(
-                            f"{kind} vector {name!r}: {field} stored {have[field]!r}, "
-                            f"requested {want[field]!r}"
-                        )
-        return out
-
-    def require_same(self, requested: IndexSchema, where: str) -> None:
-        """Raise INDEX_FAILED naming every difference of this stored schema from ``requested``."""
-        diffs = self.differences(requested)
-        if diffs:
-            raise PageSightError(
-                ErrorCode.INDEX_FAILED,
-                Stage.INDEX,
-                f"index {where} was built with a different schema ({'; '.join(diffs)}); "
-                "re-index into a new collection version (and promote it) to use the new one",
-            )
-
-    @classmethod
-    def for_text(
-        cls,
-        *,
-        dense_name: str,
-        dense_dim: int,
-        dense_model: str,
-        sparse_name: str,
-        sparse_model: str,
-        id_scheme: str = "v1",
-    ) -> IndexSchema:
-        """The schema of a chunk collection: one cosine dense vector and one IDF sparse vector."""
-        return cls(
-            id_scheme=id_scheme,
-            dense={dense_name: DenseVectorSpec(dim=dense_dim, model_id=dense_model)},
-            sparse={sparse_name: SparseVectorSpec(model_id=sparse_model)},
-        )
-
-    @classmethod
-    def for_pages(
-        cls,
-        *,
-        name: str,
-        dim: int,
-        model_id: str,
-        pooling: str = "mean-rows-cols",
-        pooled_quantization: Literal["none", "int8"] = "none",
-        id_scheme: str = "v1",
-    ) -> IndexSchema:
-        """The schema of a page collection: full page multi-vectors plus their pooled first stage.
-
-        ``name`` holds every row of a page (float16, exact MaxSim, no graph); ``name`` +
-        :data:`POOLED_SUFFIX` holds the ``pooling`` of its image patches (``"mean-rows-cols"``
-        = :data:`models.pooling.ROWS_COLS`). The pooled vectors stay float32: they are ~55
-        rows instead of ~750, and the engine's MaxSim scan of them was ~1.4x faster on float32
-        than on float16 (10k pages of 55 rows: 164 vs 232 ms on two cores). Neither has an HNSW
-        graph: a graph over multi-vectors compares pooled sets pairwise while building (~2
-        minutes for 2k pages of 55 rows on two cores), and the first stage is a flat scan of the
-        pooled rows anyway; bench/bench_maxsim.py measures what that costs.
-        """
-        multivector = {
-            name: MultiVectorSpec(dim=dim, model_id=model_id),
-            pooled_vector_name(name): MultiVectorSpec(
-                dim=dim,
-                model_id=model_id,
-                datatype="float32",
-                quantization=pooled_quantization,
-                pooled_from=name,
-                pooling=pooling,
-            ),
-        }
-        return cls(id_scheme=id_scheme, multivector=multivector)
-
-    def fingerprint(self) -> str:
-        """A short, stable hash of the schema, e.g. for traces and cache keys."""
-        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True)
-        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
-
-    def to_metadata(self) -> dict[str, Any]:
-        return {SCHEMA_METADATA_KEY: self.model_dump(mode="json")}
-
-    @classmethod
-    def from_metadata(cls, metadata: dict[str, Any] | None, where: str) -> IndexSchema:
-        if not metadata or SCHEMA_METADATA_KEY not in metadata:
-            raise PageSightError(
-                ErrorCode.INDEX_FAILED,
-                Stage.INDEX,
-                f"{where} carries no PageSight index schema: it was not created by PageSight",
-            )
-        try:
-            return cls.model_validate(metadata[SCHEMA_METADATA_KEY])
-        except ValueError as exc:
-            raise PageSightError(
-                ErrorCode.INDEX_FAILED, Stage.INDEX, f"{where} has an unreadable schema: {exc}"
-            ) from exc
-
-
-# -- points ------------------------------------------------------------------------------------
-
-
-class IndexPoint(BaseModel):
-    """One point to write: a chunk (dense + sparse) or, later, a page (multi-vector + pooled)."""
-
-    id: str = Field(description="a UUID string, e.g. core.ids.point_id(tenant, key)")
-    dense: dict[str, list[float]] = Field(default_factory=dict)
-    sparse: dict[str, SparseVector] = Field(default_factory=dict)
-    multivector: dict[str, list[list[float]]] = Field(default_factory=dict)
-    payload: dict[str, Any]
-
-    @field_validator("id")
-    @classmethod
-    def _uuid(cls, value: str) -> str:
-        # Qdrant accepts unsigned integers or UUIDs; canonical form keeps ids comparable.
-        return str(uuid.UUID(value))
-
-    @field_validator("payload")
-    @classmethod
-    def _access_fields(cls, payload: dict[str, Any]) -> dict[str, Any]:
-        # A point without these would be invisible to (or worse, mis-filtered for) every query.
-        for key in ("tenant", "doc_id", "version"):
-            if not isinstance(payload.get(key), str) or not payload[key]:
-                raise ValueError(f"payload[{key!r}] must be a non-empty string")
-        acl = payload.get("acl")
-        if not isinstance(acl, list) or not all(isinstance(p, str) for p in acl):
-            raise ValueError("payload['acl'] must be a list of principal strings")
-        valid_until = payload.get("valid_until")
-        if valid_until is not None and (
-            isinstance(valid_until, bool) or not isinstance(valid_until, int | float)
-        ):
-            raise ValueError("payload['valid_until'] must be epoch seconds (float) or None")
-        return payload
-
-
-@dataclass(frozen=True, slots=True)
-class StoredPoint:
-    """A point read back by id or by scrolling: its id and payload."""
-
-    id: str
-    payload: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class ScoredPoint:
-    """One hit of a ranked query; ``score`` is the backend's raw similarity (higher is better)."""
-
-    id: str
-    score: float
-    payload: dict[str, Any]
-
-
-# -- selections (the backend-neutral filter) ---------------------------------------------------
-
-
-def epoch_seconds(moment: datetime | None) -> float:
-    """``moment`` as epoch seconds; ``None`` means now.
-
-    Naive datetimes are read as local time, exactly as ``datetime.timestamp()`` reads them when
-    ingestion stamps ``valid_until``, so both sides of the comparison agree.
-    """
-    return time.time() if moment is None else moment.timestamp()
-
-
-@dataclass(frozen=True)
-class Selection:
-    """Which points an operation touches, before translation into a backend filter.
-
-    Every field left ``None`` is no constraint. Each backend has exactly one function that
-    turns a selection into its filter, so access rules cannot drift between query paths.
-    """
-
-    tenant: str | None = None
-    #: the point's ``acl`` must contain one of these (already including :data:`EVERYONE`)
-    acl_any: tuple[str, ...] | None = None
-    #: the point's ``valid_until`` must be null/absent or at least this (epoch seconds)
-    valid_at: float | None = None
-    doc_ids: tuple[str, ...] | None = None
-    ids: tuple[str, ...] | None = None
-    #: exclude points whose ``version`` equals this (delete all but the kept version)
-    not_version: str | None = None
-
-    @classmethod
-    def visible_to(cls, access: AccessFilter) -> Selection:
-        """What ``access`` may see: its tenant, its ACL (unless ``principals`` is None), what is
-        still valid at ``access.now`` (the current time when ``now`` is None), its ``doc_ids``."""
-        acl_any = None
-        if access.principals is not None:
-            acl_any = tuple(dict.fromkeys([*access.principals, EVERYONE]))
-        return cls(
-            tenant=access.tenant,
-            acl_any=acl_any,
-            valid_at=epoch_seconds(access.now),
-            doc_ids=None if access.doc_ids is None else tuple(access.doc_ids),
-        )
-
-    @property
-    def matches_nothing(self) -> bool:
-        """An empty id or document list selects no point; backends never see such a filter."""
-        return self.doc_ids == () or self.ids == ()
-
-    def with_ids(self, ids: Sequence[str]) -> Selection:
-        return replace(self, ids=tuple(ids))
-
-
-@dataclass(frozen=True)
-class TwoStage:
-    """A resolved two-stage MaxSim query plan, handed to the backends."""
-
-    full: str
-    pooled: str
-    prefetch: int
-    #: score the first stage on the pooled vector's int8 codes, not rescored
-    quantized_first_stage: bool
-    #: an optional stage 0: these rows (a summary of the query) against the pooled vector,
-    #: keeping ``coarse_limit`` points for the first stage
-    coarse_query: list[list[float]] | None = None
-    coarse_limit: int = 0
-
 
 # -- the interface -----------------------------------------------------------------------------
 

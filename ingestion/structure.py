@@ -39,6 +39,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from core.numbering import kanji_value_lenient, roman_value, to_roman
 from core.types import (
     DocumentStructure,
     Element,
@@ -64,52 +65,6 @@ MAX_TITLE_CHARS = 200
 MAX_CAPTION_CHARS = 300
 
 ItemKind = Literal["figure", "table", "equation"]
-
-# ---------------------------------------------------------------------------------------------
-# Roman numerals
-
-
-_ROMAN_VALUES = (
-    (1000, "m"),
-    (900, "cm"),
-    (500, "d"),
-    (400, "cd"),
-    (100, "c"),
-    (90, "xc"),
-    (50, "l"),
-    (40, "xl"),
-    (10, "x"),
-    (9, "ix"),
-    (5, "v"),
-    (4, "iv"),
-    (1, "i"),
-)
-
-
-def to_roman(value: int) -> str:
-    """``4`` -> ``'iv'`` (lower case; ``''`` for values below 1)."""
-    out = []
-    for amount, numeral in _ROMAN_VALUES:
-        while value >= amount:
-            out.append(numeral)
-            value -= amount
-    return "".join(out)
-
-
-def roman_value(text: str) -> int | None:
-    """The value of a canonical roman numeral (``'xiv'`` -> 14, ``'IIII'`` -> None)."""
-    lowered = text.lower()
-    if not lowered or any(c not in "ivxlcdm" for c in lowered):
-        return None
-    total, i = 0, 0
-    for amount, numeral in _ROMAN_VALUES:
-        while lowered.startswith(numeral, i):
-            total += amount
-            i += len(numeral)
-    if i != len(lowered) or to_roman(total) != lowered:
-        return None
-    return total
-
 
 # ---------------------------------------------------------------------------------------------
 # Folios: printed page numbers read in the running heads and footers
@@ -558,18 +513,6 @@ _NOTES_CONTEXT = re.compile(
 )
 _NOTE = re.compile(r"\s*note\s+(?P<n>\d{1,3}[A-Z]?)\b(?!\.\d)", re.IGNORECASE)
 _NOTE_IN_NOTES = re.compile(r"\s*(?P<n>\d{1,3}[A-Z]?)\s*(?:[.:)\-–—]\s*|\s+)(?=[^\W\d_])")
-_KANJI_DIGITS = {
-    "〇": 0,
-    "一": 1,
-    "二": 2,
-    "三": 3,
-    "四": 4,
-    "五": 5,
-    "六": 6,
-    "七": 7,
-    "八": 8,
-    "九": 9,
-}
 _NAMED = re.compile(
     r"\s*(?P<word>chapter|part|section|appendix|annex|item)\s+"
     r"(?P<n>\d{1,3}(?:\.\d{1,3})*[A-Z]?|[IVXLC]{1,7}|[A-Z])(?![\w])",
@@ -579,23 +522,6 @@ _JA_CHAPTER = re.compile(r"\s*第\s*(?P<n>[\d〇一二三四五六七八九十�
 _LEADING_NUMBER = re.compile(r"\s*(?P<n>\d{1,3}(?:\.\d{1,3}){0,5})\.?\s+(?=[^\d\s])")
 _LETTER_NUMBER = re.compile(r"\s*(?P<n>[A-Z](?:\.\d{1,3})+)\.?\s+(?=\S)")
 _ROMAN_HEADING = re.compile(r"\s*(?P<n>[IVXLC]{1,7})\.\s+(?=\S)")
-
-
-def _kanji_number(text: str) -> str:
-    """``'12'`` -> ``'12'``; ``'十二'`` -> ``'12'``; ``'三'`` -> ``'3'``."""
-    if text.isdigit():
-        return str(int(text))
-    total, current = 0, 0
-    for char in text:
-        if char in _KANJI_DIGITS:
-            current = _KANJI_DIGITS[char]
-        elif char == "十":
-            total += (current or 1) * 10
-            current = 0
-        elif char == "百":
-            total += (current or 1) * 100
-            current = 0
-    return str(total + current)
 
 
 def section_number(title: str, context: Sequence[str] = ()) -> str | None:
@@ -619,7 +545,7 @@ def section_number(title: str, context: Sequence[str] = ()) -> str | None:
         return number.upper() if named.group("word").lower() == "item" else number
     ja = _JA_CHAPTER.match(text)
     if ja:
-        return _kanji_number(ja.group("n"))
+        return str(kanji_value_lenient(ja.group("n")))
     for pattern in (_LEADING_NUMBER, _LETTER_NUMBER):
         found = pattern.match(text)
         if found:

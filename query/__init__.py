@@ -9,7 +9,8 @@ One module per step of the query flow (DESIGN.md section 1):
 - :mod:`query.visual_rerank`: exact ColQwen2 MaxSim over the candidates' pages;
 - :mod:`query.passages`: the answer step's candidate search (pages -> passages with text);
 - :mod:`query.answer`: rerank, abstain, grounded generation, citation check, extractive answers;
-- :mod:`query.corrective`: corrective retrieval (CRAG) wrapping a candidate search.
+- :mod:`query.corrective`: corrective retrieval (CRAG) wrapping a candidate search, with its
+  graders in :mod:`query.grading`.
 
 The gateway (HTTP) and the services (Ray) call in; nothing here calls out to them.
 """

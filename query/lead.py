@@ -87,6 +87,8 @@ class Scored:
     value: Value | None
     agreement: float
     missing: list[str] = field(default_factory=list)
+    #: the value stands by the question's measure (or is a table cell), not merely in the unit
+    strong: bool = False
 
 
 @dataclass
@@ -144,12 +146,12 @@ def choose_lead(
         coverage = sum(weight[t] for t in covered) / norm if norm else 1.0
         supplied = (context - own) | entity_terms
         measure = {t: weight[t] for t in terms if t not in supplied} or dict(weight)
-        value = _value(unit, kind, query, measure)
+        value, strong = _value(unit, kind, query, measure)
         measured = sum(w for t, w in measure.items() if t in own or t in unit_context[id(unit)])
         local = measured / sum(measure.values())
         agreement = _agreement(unit, asked_periods, block_periods[id(block)], equivalents)
         score = 1.0 * local + 0.5 * coverage + 0.3 * agreement
-        if kind is not None and value is not None:
+        if kind is not None and strong:
             score += 0.3
         if math.isfinite(block.score):
             score += 0.1 * max(0.0, min(1.0, block.score))
@@ -157,7 +159,7 @@ def choose_lead(
         if len(unit.text.split()) > MAX_LEAD_WORDS:
             score -= 0.05
         missing = sorted((t for t in terms if t not in context), key=lambda t: -weight[t])
-        scored.append(Scored(block, unit, rank, coverage, score, value, agreement, missing))
+        scored.append(Scored(block, unit, rank, coverage, score, value, agreement, missing, strong))
     scored.sort(key=lambda s: (-round(s.score, 9), s.rank, s.unit.position))
     best = scored[0]
     choice.coverage = round(best.coverage, 4)
@@ -175,7 +177,7 @@ def choose_lead(
             f"no passage is about the period the question names ({_shown(asked_periods)})"
         )
         return choice
-    if strict and ((kind is not None and best.value is None) or best.agreement < 1):
+    if strict and ((kind is not None and not best.strong) or best.agreement < 1):
         choice.reason = (
             "strict policy: the best passage does not state a value of the kind asked for "
             "in the period named"
@@ -264,25 +266,27 @@ def _context_terms(block: ContextBlock, unit: Unit) -> frozenset[str]:
 
 def _value(
     unit: Unit, kind: AnswerType | None, query: str, measure: dict[str, float]
-) -> Value | None:
+) -> tuple[Value | None, bool]:
     """The value of type ``kind`` the unit states for the question: a table cell's own cell
     when it is of that type (or a plain number, for amounts, counts and percents); in prose,
     the value nearest after one of the question's ``measure`` terms (its terms that the
     block's title or headings do not already supply), within a few words — "Net income of
-    $340.8 million" is no answer to a question about net sales. None without such a value."""
+    $340.8 million" is no answer to a question about net sales. Returns the value and whether it
+    is *strong* (a cell, or a value that stands by the measure); a unit whose values stand
+    apart from the measure still states its best one, weakly."""
     if kind is None:
-        return None
+        return None, False
     if unit.kind == "table_cell":
         cell = unit.cells[1]
         found = values_in(cell, kind, query)
         if found:
-            return found[0]
+            return found[0], True
         if kind in ("amount", "count", "percent") and re.fullmatch(r"[-$€£¥(]*[\d,.]+\)?%?", cell):
-            return Value(cell, 0, len(cell))
-        return None
+            return Value(cell, 0, len(cell)), True
+        return None, False
     found = values_in(unit.text, kind, query)
     if not found:
-        return None
+        return None, False
     words = [(m.start(), _terms_of(m.group(0))) for m in re.finditer(r"[^\W_]+", unit.text)]
     total = sum(measure.values())
     best: tuple[float, int, Value] | None = None
@@ -297,12 +301,18 @@ def _value(
                 *(terms for _, terms in words[at : at + _VALUE_BEFORE]),
             )
         share = sum(w for t, w in measure.items() if t in near) / total if total else 0.0
-        if share < _VALUE_MEASURE_SHARE:
-            continue
         key = (share, -at)
         if best is None or key > (best[0], best[1]):
             best = (share, -at, value)
-    return best[2] if best is not None else None
+    if best is None:
+        return None, False
+    if best[0] >= _VALUE_MEASURE_SHARE:
+        return best[2], True
+    # No value stands by the measure: the unit still states one, weakly (the lead's value,
+    # without the score of a unit that answers in so many words).
+    if best[0] > 0 or len(found) == 1:
+        return best[2], False
+    return None, False
 
 
 #: A value belongs to a measure term this many words before it (or half as many after it:

@@ -11,7 +11,7 @@ equations); this module reads the references out of the query and looks them up 
 
 Two halves, both pure functions of their arguments:
 
-- ``parse_references(query)``: regular expressions only, no model; it runs before every
+- ``parse_references(query)`` (here): regular expressions only, no model; it runs before every
   search. Each pattern runs only when the query holds one of its keywords (a substring
   test), so a question that names no structure costs ~30 us, 'What does Figure 4b on page 17
   show in Section 4.2?' ~130 us, '3ページの図2の凡例は？' ~30 us, and 10,000 characters of
@@ -21,125 +21,48 @@ Two halves, both pure functions of their arguments:
   and bounded repetition, so no input backtracks badly. It leaves running text alone: "the
   page", "pages of text", "table salt", "a figure of speech", "note that", "section" alone,
   "7 pages long", "the policy covers ...", a number alone.
-- ``resolve_reference(reference, structure)``: exact look-ups only. A reference that leads
-  nowhere (page 300 of 212, a Figure 9 the document does not number) resolves to no pages
-  and a reason, never to a nearby guess.
+- ``resolve_reference(reference, structure)`` (:mod:`query.reference_resolution`, re-exported
+  here): exact look-ups only. A reference that leads nowhere (page 300 of 212, a Figure 9 the
+  document does not number) resolves to no pages and a reason, never to a nearby guess.
 
-English and Japanese forms; full-width digits and letters ("表２") read as ASCII.
+English and Japanese forms; full-width digits and letters ("表２") read as ASCII; numerals are
+read by :mod:`core.numbering`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 
-from core.types import DocumentStructure, StructuralReference, StructureSection
+from core.numbering import (
+    NUMBER_WORDS,
+    as_int,
+    ascii_width,
+    ordinal,
+    spelled_as_digits,
+)
 from core.types import ReferenceKind as RefKind
-from query.statements import STATEMENT_NAMES, statement_pages
+from core.types import StructuralReference
+from query.reference_resolution import (
+    MAX_SPAN_PAGES,
+    TITLE_STOPWORDS,
+    Resolution,
+    resolve_reference,
+    title_tokens,
+)
+
+__all__ = [
+    "MAX_REFERENCES",
+    "MAX_SPAN_PAGES",
+    "Resolution",
+    "parse_references",
+    "resolve_reference",
+]
 
 MAX_REFERENCES = 50
 """A query naming more places than this is not a question; the rest are dropped."""
-MAX_SPAN_PAGES = 20
-"""A range or a section resolves to at most this many pages (its first ones)."""
 _MAX_EXPAND = 10
 """'Figures 3-7' names each figure; a longer run of numbers keeps only its two ends."""
-_TITLE_MATCH = 0.6
-"""Share of a title's words (stopwords aside) a section title must contain to match."""
-
-# Full-width ASCII (U+FF01..U+FF5E) and the ideographic space, one character for one, so
-# match offsets in the translated query are offsets in the original.
-_WIDE = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)}
-_WIDE[0x3000] = 0x20
-
-
-def _ascii_width(text: str) -> str:
-    return text.translate(_WIDE)
-
-
-# ---------------------------------------------------------------------------------------------
-# Numerals
-
-
-_ROMAN_STRICT = re.compile(
-    r"(?=[ivxlcdm])m{0,3}(?:cm|cd|d?c{0,3})(?:xc|xl|l?x{0,3})(?:ix|iv|v?i{0,3})"
-)
-_ROMAN_DIGITS = {"i": 1, "v": 5, "x": 10, "l": 50, "c": 100, "d": 500, "m": 1000}
-_KANJI_DIGITS = {
-    "〇": 0, "一": 1, "二": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9,
-}  # fmt: skip
-_NUMBER_WORDS = {
-    "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
-    "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14,
-    "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20,
-}  # fmt: skip
-_ORDINAL_WORDS = {
-    "first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7,
-    "eighth": 8, "ninth": 9, "tenth": 10,
-}  # fmt: skip
-
-
-def _roman_to_int(text: str) -> int | None:
-    low = text.lower()
-    if not low or not _ROMAN_STRICT.fullmatch(low):
-        return None
-    total = 0
-    for here, after in zip(low, [*low[1:], ""], strict=True):
-        value = _ROMAN_DIGITS[here]
-        total += -value if after and _ROMAN_DIGITS[after] > value else value
-    return total
-
-
-def _kanji_to_int(text: str) -> int | None:
-    if not text or any(ch not in _KANJI_DIGITS and ch not in "十百" for ch in text):
-        return None
-    if "十" not in text and "百" not in text:
-        return int("".join(str(_KANJI_DIGITS[ch]) for ch in text))
-    total = digit = 0
-    for ch in text:
-        if ch == "百":
-            total, digit = total + (digit or 1) * 100, 0
-        elif ch == "十":
-            total, digit = total + (digit or 1) * 10, 0
-        else:
-            digit = _KANJI_DIGITS[ch]
-    return total + digit
-
-
-def _as_int(text: str) -> int | None:
-    """'3', 'III', 'iii', '三', 'three' -> 3; anything else (2.1, 4b, B) -> None."""
-    text = _ascii_width(text).strip().lower()
-    if text.isdigit():
-        return int(text)
-    return _NUMBER_WORDS.get(text) or _roman_to_int(text) or _kanji_to_int(text)
-
-
-def _arabic(text: str) -> str:
-    """Kanji and English number words as digits ('三' -> '3'); other forms as printed."""
-    if text.lower() in _NUMBER_WORDS or _kanji_to_int(text) is not None:
-        return str(_as_int(text))
-    return text
-
-
-def _ordinal(text: str) -> int | None:
-    """'first' 1, '3rd' 3, 'last' -1, 'second last' / 'second-to-last' / 'penultimate' -2."""
-    low = re.sub(r"[\s-]+", " ", text.lower()).strip()
-    if low.startswith("very "):
-        low = low[5:]
-    if low in ("last", "final"):
-        return -1
-    if low in ("penultimate", "next to last", "last but one"):
-        return -2
-    if low == "antepenultimate":
-        return -3
-    head, _, tail = low.partition(" ")
-    digits = re.fullmatch(r"(\d+)(?:st|nd|rd|th)", head)
-    n = int(digits.group(1)) if digits else _ORDINAL_WORDS.get(head)
-    if n is None:
-        return None
-    if tail and ("last" in tail or "end" in tail):
-        return -n
-    return n if n > 0 else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -168,7 +91,7 @@ _SECTION_NUM = (
     rf"(?:\d{{1,3}}(?:\.\d{{1,3}}){{0,4}}[a-z]?(?!\w)|{_ROMAN}"
     r"|(?-i:[A-Z])(?:\.\d{1,3}){0,3}(?!\w))"
 )
-_CHAPTER_NUM = rf"(?:\d{{1,3}}(?!\w)|{_ROMAN}|(?:{'|'.join(_NUMBER_WORDS)})(?!\w))"
+_CHAPTER_NUM = rf"(?:\d{{1,3}}(?!\w)|{_ROMAN}|(?:{'|'.join(NUMBER_WORDS)})(?!\w))"
 _NOTE_NUM = r"\d{1,3}(?:\.\d{1,2})?[a-z]?(?!\w)"
 _APPENDIX_NUM = r"(?:(?-i:[IVX]{1,4}|[A-Z](?:\.\d{1,3}){0,3})(?!\w)|\d{1,3}(?!\w))"
 # A further number in a list ('pages 3, 5 and 7'): digits only, never a roman 'I'.
@@ -189,7 +112,7 @@ _NOTE_AS_VERB = re.compile(
 
 
 def _expand(first: str, last: str) -> list[str]:
-    a, b = _as_int(first), _as_int(last)
+    a, b = as_int(first), as_int(last)
     if (
         a is not None
         and b is not None
@@ -229,7 +152,7 @@ def _numbered(
 
     def handle(m: re.Match[str], s: str) -> _Found | None:
         keyword_text = m.group("pl") or m.group("kw") or ""
-        num = _arabic(m.group("num"))
+        num = spelled_as_digits(m.group("num"))
         # 'the section I mentioned', 'which page I ...': a lone 'I' counts after a
         # capitalised keyword only ('Chapter I', 'Section I').
         if num == "I" and not keyword_text[:1].isupper():
@@ -243,7 +166,7 @@ def _numbered(
         values = [num]
         range_end: str | None = None
         if end:
-            end = _arabic(end)
+            end = spelled_as_digits(end)
             joined = s[m.end("num") : m.start("end")] == "-"
             if item and m.group("kw") and joined and not sub:
                 values = [f"{num}-{end}"]
@@ -260,7 +183,7 @@ def _numbered(
                 values = _expand(num, end)
         rest = m.group("rest")
         if rest:
-            values += [_arabic(x.group(0)) for x in more_re.finditer(rest)]
+            values += [spelled_as_digits(x.group(0)) for x in more_re.finditer(rest)]
         parts: list[_Part] = [(kind, values[0], range_end, None)]
         parts += [(kind, v, None, None) for v in values[1:]]
         return m.start(), m.end(), parts
@@ -284,13 +207,13 @@ def _position(m: re.Match[str]) -> list[_Part] | None:
     first, second = m.group("o1"), m.group("o2")
     if m.group("plural") and not second:  # 'the first pages of the report': no one page
         return None
-    positions = [_ordinal(o) for o in (first, second) if o]
+    positions = [ordinal(o) for o in (first, second) if o]
     return [("position", None, None, p) for p in positions if p is not None] or None
 
 
 def _japanese_position(m: re.Match[str]) -> list[_Part] | None:
     """'最後から2番目' -2; '3枚目' 3."""
-    n = _as_int(m.group("n") or m.group("n2") or "")
+    n = as_int(m.group("n") or m.group("n2") or "")
     if not n:
         return None
     return [("position", None, None, -n if m.group("back") else n)]
@@ -323,10 +246,6 @@ _NOT_A_TITLE = re.compile(
     r"that|it)\b",
     _I,
 )
-_TITLE_STOPWORDS = frozenset(
-    ("a", "an", "the", "of", "and", "or", "in", "on", "for", "to", "with", "about", "at", "by",
-     "from", "as", "is", "are", "its", "their", "this", "that")
-)  # fmt: skip
 
 
 _CLOSING_APOSTROPHE = re.compile(r"'(?!\w)")
@@ -357,12 +276,12 @@ def _title_after(s: str, at: int) -> tuple[str, int] | None:
     else:
         title, end = m.group(0), m.end()
     words = title.split()
-    while words and words[-1].lower() in _TITLE_STOPWORDS:
+    while words and words[-1].lower() in TITLE_STOPWORDS:
         words.pop()
     while words and words[0] in ("the", "a", "an"):
         words.pop(0)
     title = " ".join(words)
-    if not title or _NOT_A_TITLE.match(title) or not _title_tokens(title):
+    if not title or _NOT_A_TITLE.match(title) or not title_tokens(title):
         return None
     return title, at + s[at:end].rfind(words[-1]) + len(words[-1])
 
@@ -396,7 +315,7 @@ _QUOTED_BEFORE = re.compile(
 
 def _quoted_before(m: re.Match[str]) -> list[_Part] | None:
     title = next(t for t in m.group("a", "b", "c", "d") if t is not None).strip()
-    return [("titled", title, None, None)] if _title_tokens(title) else None
+    return [("titled", title, None, None)] if title_tokens(title) else None
 
 
 _SECTION_WORD = re.compile(r"\b(?:section|chapter)\b", _I)
@@ -426,14 +345,14 @@ _JA_TITLED = re.compile(
 
 def _japanese_titled_found(m: re.Match[str], s: str) -> _Found | None:
     title = (m.group("a") or m.group("b") or "").strip()
-    return (m.start(), m.end(), [("titled", title, None, None)]) if _title_tokens(title) else None
+    return (m.start(), m.end(), [("titled", title, None, None)]) if title_tokens(title) else None
 
 
 # ---- the rules ----------------------------------------------------------------------------
 
 
 def _value(kind: RefKind, group: str = "num") -> Callable[[re.Match[str]], list[_Part]]:
-    return lambda m: [(kind, _arabic(m.group(group)), None, None)]
+    return lambda m: [(kind, spelled_as_digits(m.group(group)), None, None)]
 
 
 def _japanese_page(m: re.Match[str]) -> list[_Part]:
@@ -553,7 +472,9 @@ _RULES: list[_Rule] = [
         _simple(
             r"第\s*(?P<num>\d{1,3}|" + _KANJI_NUM + r")\s*章"
             r"|(?<![全計約\d.])(?P<num2>\d{1,3})\s*章",
-            lambda m: [("chapter", _arabic(m.group("num") or m.group("num2")), None, None)],
+            lambda m: [
+                ("chapter", spelled_as_digits(m.group("num") or m.group("num2")), None, None)
+            ],
         ),
     ),
     _on(
@@ -561,7 +482,9 @@ _RULES: list[_Rule] = [
         _simple(
             r"第\s*(?P<num>\d{1,3}|" + _KANJI_NUM + r")\s*節"
             r"|(?<![全計約\d.])(?P<num2>\d{1,3}(?:\.\d{1,3}){0,3})\s*節",
-            lambda m: [("section", _arabic(m.group("num") or m.group("num2")), None, None)],
+            lambda m: [
+                ("section", spelled_as_digits(m.group("num") or m.group("num2")), None, None)
+            ],
         ),
     ),
     _on(
@@ -571,7 +494,7 @@ _RULES: list[_Rule] = [
             lambda m: [
                 (
                     "figure" if m.group("what") == "図" else "table",
-                    _arabic(m.group("num")),
+                    spelled_as_digits(m.group("num")),
                     None,
                     None,
                 )
@@ -619,7 +542,7 @@ def parse_references(query: str) -> list[StructuralReference]:
     """
     if not query or not query.strip():
         return []
-    s = _ascii_width(query)
+    s = ascii_width(query)
     lower = s.lower()
     found: list[_Found] = []
     for needles, pattern, handle in _RULES:
@@ -656,440 +579,3 @@ def parse_references(query: str) -> list[StructuralReference]:
             if len(references) >= MAX_REFERENCES:
                 return references
     return references
-
-
-# ---------------------------------------------------------------------------------------------
-# Resolution
-
-
-@dataclass(frozen=True)
-class Resolution:
-    pages: list[int]
-    """1-based page numbers, best first (a section's span in order, a figure's page)."""
-    reason: str | None = None
-    """When ``pages`` is empty: why, e.g. 'no page 300 (212 pages)', 'no Figure 9'."""
-
-
-def _page_count(structure: DocumentStructure) -> int:
-    return max((p.page_number for p in structure.pages), default=0)
-
-
-def _pages_word(n: int, kind: str = "page") -> str:
-    return f"{n} {kind}" + ("" if n == 1 else "s")
-
-
-def _capped(pages: Iterable[int]) -> list[int]:
-    out: list[int] = []
-    for page in pages:
-        if page not in out:
-            out.append(page)
-            if len(out) >= MAX_SPAN_PAGES:
-                break
-    return out
-
-
-def _labelled(value: str, structure: DocumentStructure) -> list[int]:
-    wanted = _ascii_width(value).strip().casefold()
-    return [
-        p.page_number
-        for p in sorted(structure.pages, key=lambda p: p.page_number)
-        if p.label is not None and _ascii_width(p.label).strip().casefold() == wanted
-    ]
-
-
-def _find_page(value: str, structure: DocumentStructure, count: int) -> list[int]:
-    """Pages that the document prints as ``value``, else page index ``value``.
-
-    The printed label comes first: a reader who says "page 17" read it off the page (or off
-    the viewer's page box, which shows the label). When no page is printed so (a document
-    without labels, or a number past its printed ones), the page counter is the one
-    reading left: index N, if the document has N pages. Both are exact look-ups; a roman
-    'iv' that no page is labelled with is not read as index 4.
-    """
-    hits = _labelled(value, structure)
-    if hits:
-        return hits
-    wanted = _ascii_width(value).strip()
-    if wanted.isdigit() and 1 <= int(wanted) <= count:
-        return [int(wanted)]
-    return []
-
-
-def _resolve_page(reference: StructuralReference, structure: DocumentStructure) -> Resolution:
-    """A single page by ``_find_page``. A range starts there and ends at the first page at or
-    after it printed as its end; where none is (a range past the printed numbers, or no
-    labels), a numeric range runs as many pages as its numbers say, to the document's end
-    at most: 'pages 209-215' of a book printed 1-210 on pages 3-212 is pages 211-212."""
-    kind = reference.kind
-    count = _page_count(structure)
-    value, end = reference.value, reference.end
-    if not value:
-        return Resolution([], f"no {kind} number")
-    start = _find_page(value, structure, count)
-    if not start:
-        return Resolution([], f"no {kind} {value} ({_pages_word(count, kind)})")
-    if not end:
-        return Resolution(start)
-    first = start[0]
-    ends = [p for p in _labelled(end, structure) if p >= first]
-    if ends:
-        last = ends[0]
-    elif value.isdigit() and end.isdigit():
-        if int(end) < int(value):
-            return Resolution([], f"{kind}s {value}-{end}: the range runs backwards")
-        last = min(count, first + int(end) - int(value))
-    else:
-        return Resolution([], f"no {kind} {end} after {kind} {value}")
-    return Resolution(_capped(range(first, last + 1)))
-
-
-def _resolve_position(reference: StructuralReference, count: int) -> Resolution:
-    position = reference.position
-    if not position:
-        return Resolution([], "no position")
-    page = position if position > 0 else count + 1 + position
-    if 1 <= page <= count:
-        return Resolution([page])
-    return Resolution([], f"no page at position {position} ({_pages_word(count)})")
-
-
-_KIND_WORD = re.compile(
-    r"^(?:figure|fig\.?|table|tbl\.?|equation|eqn?\.?|section|sec\.|§|図表?|表|式)"
-)
-
-
-def _number_key(text: str) -> str:
-    """A figure, table or section number as compared: lower case, no spaces or parentheses,
-    '-' as '.', no kind word in front ('Figure 3' -> '3', '2-1' -> '2.1', 'A.1' -> 'a1')."""
-    key = _ascii_width(text).strip().lower()
-    key = _KIND_WORD.sub("", key)
-    key = re.sub(r"[\s()]", "", key).replace("-", ".").replace("–", ".").rstrip(".")
-    return re.sub(r"^([a-z])\.(?=\d)", r"\1", key)
-
-
-_ITEM_NAMES = {"figure": "Figure", "table": "Table", "equation": "Equation"}
-
-
-def _resolve_item(reference: StructuralReference, structure: DocumentStructure) -> Resolution:
-    name = _ITEM_NAMES[reference.kind]
-    value = reference.value
-    if not value:
-        return Resolution([], f"no {name.lower()} number")
-    wanted = _number_key(value)
-    items = [i for i in structure.items if i.kind == reference.kind and i.number]
-    exact = [i.page_number for i in items if _number_key(i.number or "") == wanted]
-    # 'Figure 4' also finds the panels '4a', '4b', after any figure numbered exactly 4.
-    panels = [
-        i.page_number
-        for i in items
-        if (key := _number_key(i.number or "")).startswith(wanted)
-        and key[len(wanted) :].isalpha()
-        and wanted[-1:].isdigit()
-    ]
-    pages = _capped([*exact, *panels])
-    if pages:
-        return Resolution(pages)
-    numbered = len(items)
-    what = f"{numbered} numbered {name.lower()}s" if numbered else f"no numbered {name.lower()}s"
-    return Resolution([], f"no {name} {value} ({what})")
-
-
-# ---- sections -------------------------------------------------------------------------------
-
-_TITLE_NUMBER = re.compile(
-    r"\s*(?:(?P<kw>(?:chapter|section|part|note|appendix|annex)(?![a-z])|ch\.|sec\.|§|注記|付録)"
-    r"\s*|(?P<dai>第)\s*)?"
-    r"(?P<num>\d{1,3}(?:\.\d{1,3}){0,4}[a-z]?|[ivxlcdm]{1,7}|[a-z]|[〇一二三四五六七八九十百]{1,4})"
-    r"(?P<tail>\s*[章節]|[.:)](?!\d)|(?=\s|$|[—–]))",
-    _I,
-)
-
-
-def _title_number(title: str) -> tuple[str, str] | None:
-    """The number a heading opens with, and the word before it: 'Chapter III Results' ->
-    ('chapter', 'III'), '4.2 Methods' -> ('', '4.2'), '第3章 結論' -> ('章', '3'),
-    'B. Data' -> ('', 'B'). A bare roman numeral or letter counts only before '.', ':' or
-    ')' ('A Study of ...' opens with no number)."""
-    m = _TITLE_NUMBER.match(_ascii_width(title))
-    if m is None:
-        return None
-    word = (m.group("kw") or "").lower()
-    num, tail = m.group("num"), m.group("tail").strip()
-    if tail in ("章", "節"):
-        word = tail
-    elif m.group("dai"):
-        return None
-    if not word and not num[0].isdigit() and tail not in (".", ":", ")"):
-        return None
-    if (num[0] in _KANJI_DIGITS or num[0] in "十百") and word not in ("章", "節"):
-        return None
-    if not word and not num[0].isdigit() and _roman_to_int(num) is None and len(num) > 1:
-        return None
-    return word, num
-
-
-def _span(section: StructureSection, count: int) -> range:
-    start = max(1, section.page_start)
-    end = max(start, section.page_end)
-    if count:
-        start, end = min(start, count), min(end, count)
-    return range(start, end + 1)
-
-
-def _section_pages(sections: Iterable[StructureSection], count: int) -> list[int]:
-    return _capped(page for section in sections for page in _span(section, count))
-
-
-def _same_numeral(a: str, b: str) -> bool:
-    """'II' == '2' == 'ii' == '二'; text otherwise."""
-    if _number_key(a) == _number_key(b):
-        return True
-    x, y = _as_int(a), _as_int(b)
-    return x is not None and x == y
-
-
-def _strip_word(number: str, words: str) -> str:
-    return re.sub(rf"^\s*(?:{words})\s*", "", _ascii_width(number), flags=_I)
-
-
-def _ranked(candidates: list[tuple[int, int, int, StructureSection]]) -> list[StructureSection]:
-    """(tier, level, order, section) -> the sections of the best tier only, outer levels
-    first, then in document order: a weaker reading ('7 Conclusion' for 'Note 7') counts only
-    where no stronger one ('7. Income taxes' under the notes heading) exists."""
-    if not candidates:
-        return []
-    best = min(c[0] for c in candidates)
-    return [c[3] for c in sorted(candidates, key=lambda c: c[:3]) if c[0] == best]
-
-
-def _resolve_section(
-    reference: StructuralReference, structure: DocumentStructure, count: int
-) -> Resolution:
-    value = reference.value
-    if not value:
-        return Resolution([], "no section number")
-    wanted = _number_key(value)
-    candidates = []
-    for order, section in enumerate(structure.sections):
-        number = section.number and _number_key(_strip_word(section.number, r"section|sec\.|§"))
-        opened = _title_number(section.title)
-        by_title = (
-            opened is not None
-            and opened[0] in ("", "section", "sec.", "§", "節")
-            and _number_key(opened[1]) == wanted
-        )
-        if number == wanted or by_title:
-            candidates.append((0, section.level, order, section))
-    pages = _section_pages(_ranked(candidates), count)
-    return Resolution(pages) if pages else Resolution([], f"no Section {value}")
-
-
-def _resolve_chapter(
-    reference: StructuralReference, structure: DocumentStructure, count: int
-) -> Resolution:
-    value = reference.value
-    if not value:
-        return Resolution([], "no chapter number")
-    candidates = []
-    for order, section in enumerate(structure.sections):
-        opened = _title_number(section.title)
-        number = section.number and _strip_word(section.number, r"chapter|ch\.|第")
-        if opened and opened[0] in ("chapter", "ch.", "章") and _same_numeral(opened[1], value):
-            candidates.append((0, section.level, order, section))
-        elif (number and _same_numeral(number, value)) or (
-            opened and opened[0] == "" and _same_numeral(opened[1], value)
-        ):
-            candidates.append((1, section.level, order, section))
-    if candidates and min(c[0] for c in candidates) == 1:
-        # a section numbered N is a chapter only at the outermost level that has one
-        top = min(c[1] for c in candidates)
-        candidates = [c for c in candidates if c[1] == top]
-    pages = _section_pages(_ranked(candidates), count)
-    return Resolution(pages) if pages else Resolution([], f"no Chapter {value}")
-
-
-_NOTES_HEADING = re.compile(r"^\s*(?:notes\b(?!\s*\d)|.*\bnotes\s+to\b|注記)", _I)
-_APPENDIX_HEADING = re.compile(r"^\s*(?:appendix|appendices|annex(?:es)?|付録)(?![a-z])", _I)
-
-
-def _inside(
-    sections: Sequence[StructureSection], heading: re.Pattern[str]
-) -> list[tuple[int, StructureSection]]:
-    """Sections under a heading that ``heading`` matches ('Notes to the financial
-    statements', 'Appendices'): deeper levels after it, and same-level numbered ones (flat
-    outlines), up to the next unnumbered heading at its level or above."""
-    inside: list[tuple[int, StructureSection]] = []
-    area_level: int | None = None
-    for order, section in enumerate(sections):
-        if area_level is not None:
-            numbered = section.number is not None or _title_number(section.title) is not None
-            if section.level > area_level or (section.level == area_level and numbered):
-                inside.append((order, section))
-                continue
-            area_level = None
-        if heading.match(section.title):
-            area_level = section.level
-    return inside
-
-
-def _main_number(value: str) -> str | None:
-    """'7b' -> '7', '2.3' -> '2'; None when the value is already a whole number."""
-    m = re.match(r"\d+", value)
-    return m.group(0) if m and m.group(0) != value else None
-
-
-def _resolve_note(
-    reference: StructuralReference, structure: DocumentStructure, count: int
-) -> Resolution:
-    value = reference.value
-    if not value:
-        return Resolution([], "no note number")
-    sections = structure.sections
-    in_notes = {order for order, _ in _inside(sections, _NOTES_HEADING)}
-
-    def tiers(wanted: str, base: int) -> list[tuple[int, int, int, StructureSection]]:
-        key = _number_key(wanted)
-        found = []
-        for order, section in enumerate(sections):
-            number = section.number and _number_key(section.number)
-            noted = number and re.fullmatch(r"(?:note|注記)\s*(.+)", number)
-            opened = _title_number(section.title)
-            if (noted and noted.group(1) == key) or (
-                opened and opened[0] in ("note", "注記") and _number_key(opened[1]) == key
-            ):
-                found.append((base, section.level, order, section))
-            elif order in in_notes and (
-                number == key or (opened and opened[0] == "" and _number_key(opened[1]) == key)
-            ):
-                found.append((base + 1, section.level, order, section))
-            elif number == key:
-                found.append((base + 2, section.level, order, section))
-        return found
-
-    candidates = tiers(value, 0)
-    main = _main_number(value)
-    if not candidates and main:  # 'Note 7b' in an outline that stops at Note 7
-        candidates = tiers(main, 3)
-    pages = _section_pages(_ranked(candidates), count)
-    return Resolution(pages) if pages else Resolution([], f"no Note {value}")
-
-
-def _resolve_appendix(
-    reference: StructuralReference, structure: DocumentStructure, count: int
-) -> Resolution:
-    value = reference.value
-    sections = structure.sections
-    if not value:
-        headed = [s for s in sections if _APPENDIX_HEADING.match(s.title)]
-        pages = _section_pages(headed, count)
-        return Resolution(pages) if pages else Resolution([], "no appendix")
-    key = _number_key(value)
-    in_appendix = {order for order, _ in _inside(sections, _APPENDIX_HEADING)}
-    candidates = []
-    for order, section in enumerate(sections):
-        opened = _title_number(section.title)
-        number = section.number and _number_key(_strip_word(section.number, r"appendix|annex"))
-        if opened and opened[0] in ("appendix", "annex", "付録") and _number_key(opened[1]) == key:
-            candidates.append((0, section.level, order, section))
-        elif order in in_appendix and (
-            number == key or (opened and opened[0] == "" and _number_key(opened[1]) == key)
-        ):
-            candidates.append((1, section.level, order, section))
-        elif number == key and not key.isdigit():  # 'B Proofs' numbered B after the chapters
-            candidates.append((2, section.level, order, section))
-    pages = _section_pages(_ranked(candidates), count)
-    return Resolution(pages) if pages else Resolution([], f"no Appendix {value}")
-
-
-_TOKEN = re.compile(r"[a-z0-9]+|[\u3040-\u30ff\u3400-\u9fff]+")
-
-
-def _title_tokens(text: str) -> set[str]:
-    """Words of a title without stopwords, plural 's' dropped; CJK as character bigrams."""
-    words = _TOKEN.findall(_ascii_width(text).lower())
-    out: set[str] = set()
-    for word in words:
-        if word[0] >= "\u3040":  # kana and kanji: character bigrams
-            out.update(word[i : i + 2] for i in range(max(1, len(word) - 1)))
-        elif word not in _TITLE_STOPWORDS:
-            out.add(word[:-1] if len(word) > 3 and word.endswith("s") and word[-2] != "s" else word)
-    if not out:
-        out = set(words)
-    return out
-
-
-def _resolve_titled(
-    reference: StructuralReference, structure: DocumentStructure, count: int
-) -> Resolution:
-    title = reference.value
-    if not title:
-        return Resolution([], "no title")
-    wanted = _title_tokens(title)
-    if not wanted:
-        return Resolution([], f"no section titled '{title}'")
-    scored = []
-    for order, section in enumerate(structure.sections):
-        have = _title_tokens(section.title)
-        shared = len(wanted & have)
-        coverage = shared / len(wanted)
-        if coverage >= _TITLE_MATCH:
-            jaccard = shared / len(wanted | have)
-            scored.append((-coverage, -jaccard, order, section))
-    scored.sort(key=lambda c: c[:3])
-    pages = _section_pages([c[3] for c in scored], count)
-    return Resolution(pages) if pages else Resolution([], f"no section titled '{title}'")
-
-
-def _resolve_statement(reference: StructuralReference, structure: DocumentStructure) -> Resolution:
-    kind = reference.value
-    if kind not in STATEMENT_NAMES:
-        return Resolution([], f"no statement '{kind}'")
-    pages = statement_pages(kind, structure)
-    return Resolution(pages) if pages else Resolution([], f"no {STATEMENT_NAMES[kind]}")
-
-
-def resolve_reference(reference: StructuralReference, structure: DocumentStructure) -> Resolution:
-    """The pages of ``structure`` that ``reference`` names, best first, or why none.
-
-    - page / slide N: the page printed N (label, case-insensitive, roman as text), else page
-      index N when the document has that many pages (see ``_find_page``); a range gives
-      every page from its first to its last, at most ``MAX_SPAN_PAGES``.
-    - position: 1 first, 2 second, -1 last, -2 second last; the cover is page 1, the back
-      cover the last page.
-    - figure / table / equation N: the pages of the items numbered N ('2-1' == '2.1'); for a
-      plain number, then those of its lettered panels ('4' -> '4a', '4b').
-    - section N: sections numbered N or whose heading opens with N ('4.2 Methods').
-    - chapter N: headings 'Chapter N' / '第N章' first, then sections numbered N at the
-      outermost level; roman, arabic and kanji numerals are the same number.
-    - note N: 'Note N' (number or heading), then N under a 'Notes to ...' heading, then any
-      section numbered N.
-    - appendix [X]: headings 'Appendix X', then X under an 'Appendices' heading, then a
-      section lettered X; without X every 'Appendix ...' heading.
-    - titled: sections whose title holds at least 60% of the title's words, best first.
-    - statement: the primary financial statement's pages (:mod:`query.statements`).
-
-    A section resolves to its span, at most ``MAX_SPAN_PAGES`` pages over all matches.
-    """
-    count = _page_count(structure)
-    kind = reference.kind
-    if kind in ("page", "slide"):
-        return _resolve_page(reference, structure)
-    if kind == "position":
-        return _resolve_position(reference, count)
-    if kind == "cover":
-        if not count:
-            return Resolution([], "the document has no pages")
-        return Resolution([count] if reference.value == "back" else [1])
-    if kind in _ITEM_NAMES:
-        return _resolve_item(reference, structure)
-    if kind == "section":
-        return _resolve_section(reference, structure, count)
-    if kind == "chapter":
-        return _resolve_chapter(reference, structure, count)
-    if kind == "note":
-        return _resolve_note(reference, structure, count)
-    if kind == "appendix":
-        return _resolve_appendix(reference, structure, count)
-    if kind == "statement":
-        return _resolve_statement(reference, structure)
-    return _resolve_titled(reference, structure, count)

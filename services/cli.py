@@ -47,10 +47,10 @@ from core.types import IngestJob, JobState, JobStatus, ParsedDocument, RouteName
 if TYPE_CHECKING:
     from api.models import SearchResponse, Submitted
     from core.types import AnswerResponse, AnswerUnit, Citation, Document
-    from gateway.key_stores import KeyStore
     from ingestion.bulk import BulkProgress
     from ingestion.ingest import IngestProgress
     from services.app import AppArgs
+    from store.key_stores import KeyStore
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
 
@@ -1004,7 +1004,7 @@ def keys_new(
 
     from core.settings import ALL_SCOPES
     from gateway.auth import new_key
-    from gateway.key_stores import FileKeyStore
+    from store.key_stores import FileKeyStore
 
     scopes = scope or list(ALL_SCOPES)
     unknown = sorted(set(scopes) - set(ALL_SCOPES))

@@ -13,20 +13,23 @@ without a second try doing harm. :func:`migrate_from_sqlite` does that under fou
   NOTHING``), so re-running after a success changes nothing. One exception, for safety: a key
   the file marks revoked is revoked in the database too, even if an earlier run copied it while
   it was still active (otherwise re-running after ``keys revoke`` would leave it working);
-- **faithful**: bodies are the same JSON (text to ``jsonb``), timestamps become
-  ``timestamptz`` (the catalog's ISO text, the trace store's epoch seconds via
-  ``to_timestamp``), and audit entries keep their ``seq``, inserted oldest first, so the log's
-  order and the ``before=seq`` paging cursors clients hold stay valid. The one change: NUL
-  characters (PDF text carries some) are dropped from bodies, as the PostgreSQL repositories
-  drop them, because ``jsonb`` cannot hold them; the report notes how many bodies had one;
+- **faithful**: both sides are the same tables (:mod:`store.tables`): rows are read from the
+  SQLite files and written to PostgreSQL through them, so bodies are the same JSON (text to
+  ``jsonb``), instants the same instants, and audit entries keep their ``seq``, inserted oldest
+  first, so the log's order and the ``before=seq`` paging cursors clients hold stay valid. The
+  one change: NUL characters (PDF text carries some) are dropped from bodies, as the PostgreSQL
+  repositories drop them, because ``jsonb`` cannot hold them; the report notes how many bodies
+  had one;
 - **verified**: before committing, every (table, tenant)'s rows read from the source are looked
   up in PostgreSQL by key (audit entries and API keys by content too: a *different* entry under
   the same seq, or a different key under the same id, does not count). Any shortfall rolls the
   whole copy back and the report says where.
 
-Rows travel through ``COPY`` into temporary staging tables and from there into the real tables
-with one ``INSERT ... SELECT`` each: one round trip per table instead of one per row, and the
-conversions are written once, in SQL. Ingest job claims (``claimed_by``/``lease_until``) are not
+The SQLite files are opened as the store opens them (:class:`store.sqlite.SqliteDb`): files of an
+older version are brought to the current schema first, in place, as any command of this
+version does. Rows travel, per table, through ``COPY`` into a temporary staging table of the
+same columns and from there into the real table with one ``INSERT ... SELECT``: one round trip
+per table instead of one per row. Ingest job claims (``claimed_by``/``lease_until``) are not
 copied: they belong to the processes of the old installation, which are stopped.
 
 Run it before the cluster's replicas start writing: audit ``seq`` values are copied as they
@@ -35,7 +38,6 @@ are, and the identity sequence is moved past them afterwards.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -44,12 +46,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import sqlalchemy as sa
 from pydantic import BaseModel, Field
 
 from core.errors import ErrorCode, PageSightError, Stage
 from core.keys_file import load_records
-from core.postgres import PostgresDb, conninfo, current_revision, head_revision, json_without_nul
 from core.settings import Settings
+from store import tables as t
+from store.postgres import DIALECT, PostgresDb, conninfo, current_revision, head_revision
+from store.sqlite import SqliteDb
+from store.tables import json_without_nul
 
 if TYPE_CHECKING:
     import psycopg
@@ -133,7 +139,7 @@ class MigrationReport(BaseModel):
 
 def connect(settings: Settings) -> PostgresDb:
     """A small pool on ``settings.database_url``, without the schema check that
-    :func:`core.postgres.open_database` makes (``db upgrade`` exists to fix what it refuses).
+    :func:`store.postgres.open_database` makes (``db upgrade`` exists to fix what it refuses).
 
     One plain connection is tried first: a pool retries a server it cannot reach until its
     timeout, and the person at the terminal wants libpq's reason at once, on one line."""
@@ -173,11 +179,11 @@ def schema_status(db: PostgresDb) -> SchemaStatus:
 
 
 def upgrade_schema(db: PostgresDb, revision: str = "head") -> UpgradeResult:
-    """``core.postgres.upgrade``, with Alembic's complaints (an unknown revision, a database at
+    """``store.postgres.upgrade``, with Alembic's complaints (an unknown revision, a database at
     a revision this code does not know) as one-line errors instead of tracebacks."""
     from alembic.util.exc import CommandError
 
-    from core.postgres import upgrade
+    from store.postgres import upgrade
 
     try:
         before, after = upgrade(db, revision)
@@ -193,113 +199,104 @@ def upgrade_schema(db: PostgresDb, revision: str = "head") -> UpgradeResult:
 
 @dataclass(frozen=True)
 class _Copy:
-    """How one table travels: the staging table's columns (in the order the source yields
-    them; ``tenant`` among them), the statement that moves staged rows into the real table
-    (``RETURNING tenant``), and the condition under which a staged row ``s`` counts as found
-    in the real table ``t``."""
+    """How one table travels: which of its columns (``tenant`` among them), in which order
+    the staged rows go in, with which extra ``INSERT`` clauses, and what besides the primary
+    key a staged row ``s`` must match in the real table ``t`` to count as found."""
 
-    table: str
-    staging: str
-    insert: str
-    found: str
+    table: sa.Table
+    columns: tuple[str, ...]
+    order: str = ""
+    overriding: bool = False
+    also_found: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.table.name
 
     @property
     def stage(self) -> str:
-        return f"stage_{self.table}"
+        return f"stage_{self.name}"
 
-    @property
-    def columns(self) -> list[str]:
-        return [c.split()[0] for c in self.staging.split(",")]
+    def staging(self) -> str:
+        """The staging table's columns: the real table's, with their types."""
+        return ", ".join(
+            f"{c} {self.table.c[c].type.compile(dialect=DIALECT)}" for c in self.columns
+        )
+
+    def insert(self) -> str:
+        """Staged rows into the real table; rows whose key it holds are left alone."""
+        columns = ", ".join(self.columns)
+        return (
+            f"INSERT INTO {self.name} ({columns})"
+            + (" OVERRIDING SYSTEM VALUE" if self.overriding else "")
+            + f" SELECT {columns} FROM {self.stage}"
+            + (f" ORDER BY {self.order}" if self.order else "")
+            + " ON CONFLICT DO NOTHING"
+        )
+
+    def found(self) -> str:
+        keys = [f"t.{c.name} = s.{c.name}" for c in self.table.primary_key.columns]
+        return " AND ".join([*keys, *([self.also_found] if self.also_found else [])])
 
 
 _COPIES = {
-    c.table: c
+    c.name: c
     for c in (
+        # claims stay behind (see the module docstring)
+        _Copy(t.jobs, ("job_id", "tenant", "doc_id", "state", "created_at", "body"), "created_at"),
+        _Copy(t.documents, ("tenant", "doc_id", "version", "body")),
+        _Copy(t.pages, ("tenant", "doc_id", "page_number", "image_ref", "body")),
+        _Copy(t.structures, ("tenant", "doc_id", "version", "body")),
+        # seq kept, oldest first; found only if the entry under that seq is this one
         _Copy(
-            "jobs",
-            "job_id text, tenant text, doc_id text, state text, created_at text, body text",
-            "INSERT INTO jobs (job_id, tenant, doc_id, state, created_at, body)"
-            " SELECT job_id, tenant, doc_id, state, created_at::timestamptz, body::jsonb"
-            " FROM stage_jobs ORDER BY created_at ON CONFLICT DO NOTHING",
-            "t.job_id = s.job_id",
+            t.audit,
+            ("seq", "tenant", "doc_id", "body"),
+            order="seq",
+            overriding=True,
+            also_found="t.tenant = s.tenant AND t.doc_id = s.doc_id AND t.body = s.body",
         ),
-        _Copy(
-            "documents",
-            "tenant text, doc_id text, version text, body text",
-            "INSERT INTO documents (tenant, doc_id, version, body)"
-            " SELECT tenant, doc_id, version, body::jsonb FROM stage_documents"
-            " ON CONFLICT DO NOTHING",
-            "t.tenant = s.tenant AND t.doc_id = s.doc_id",
-        ),
-        _Copy(
-            "pages",
-            "tenant text, doc_id text, page_number integer, image_ref text, body text",
-            "INSERT INTO pages (tenant, doc_id, page_number, image_ref, body)"
-            " SELECT tenant, doc_id, page_number, image_ref, body::jsonb FROM stage_pages"
-            " ON CONFLICT DO NOTHING",
-            "t.tenant = s.tenant AND t.doc_id = s.doc_id AND t.page_number = s.page_number",
-        ),
-        _Copy(
-            "structures",
-            "tenant text, doc_id text, version text, body text",
-            "INSERT INTO structures (tenant, doc_id, version, body)"
-            " SELECT tenant, doc_id, version, body::jsonb FROM stage_structures"
-            " ON CONFLICT DO NOTHING",
-            "t.tenant = s.tenant AND t.doc_id = s.doc_id",
-        ),
-        _Copy(
-            # seq kept (OVERRIDING SYSTEM VALUE), oldest first; found only if the entry under
-            # that seq is this one.
-            "audit",
-            "seq bigint, tenant text, doc_id text, body text",
-            "INSERT INTO audit (seq, tenant, doc_id, body) OVERRIDING SYSTEM VALUE"
-            " SELECT seq, tenant, doc_id, body::jsonb FROM stage_audit ORDER BY seq"
-            " ON CONFLICT DO NOTHING",
-            "t.seq = s.seq AND t.tenant = s.tenant AND t.doc_id = s.doc_id"
-            " AND t.body = s.body::jsonb",
-        ),
-        _Copy(
-            "traces",
-            "tenant text, trace_id text, created_at double precision, body text",
-            "INSERT INTO traces (tenant, trace_id, created_at, body)"
-            " SELECT tenant, trace_id, to_timestamp(created_at), body::jsonb FROM stage_traces"
-            " ON CONFLICT DO NOTHING",
-            "t.tenant = s.tenant AND t.trace_id = s.trace_id",
-        ),
-        _Copy(
-            "trace_docs",
-            "tenant text, trace_id text, doc_id text",
-            "INSERT INTO trace_docs (tenant, trace_id, doc_id)"
-            " SELECT tenant, trace_id, doc_id FROM stage_trace_docs ON CONFLICT DO NOTHING",
-            "t.tenant = s.tenant AND t.trace_id = s.trace_id AND t.doc_id = s.doc_id",
-        ),
-        _Copy(
-            # Bodies without revoked_at, which is a column (as gateway.key_store_postgres
-            # writes them); inserted in the file's order, which the store lists by. A key is
-            # found only with the same secret (sha256), and revoked if the file says so: the
-            # one update a re-run makes. A key whose digest another key id already holds is
-            # not inserted (the unique digest would abort the copy): it shows as missing.
-            "api_keys",
-            "ord integer, key_id text, sha256 text, tenant text, revoked_at timestamptz, body text",
-            "INSERT INTO api_keys (key_id, sha256, tenant, revoked_at, body)"
-            " SELECT key_id, sha256, tenant, revoked_at, body::jsonb FROM stage_api_keys s"
+        _Copy(t.traces, ("tenant", "trace_id", "created_at", "body")),
+        _Copy(t.trace_docs, ("tenant", "trace_id", "doc_id")),
+    )
+}
+
+
+@dataclass(frozen=True)
+class _KeysCopy(_Copy):
+    """API keys: bodies without revoked_at, which is a column (as the PostgreSQL key store
+    writes them), inserted in the file's order (``ord``), which the store lists by. A key is
+    found only with the same secret (sha256), and revoked if the file says so: the one update a
+    re-run makes. A key whose digest another key id already holds is not inserted (the unique
+    digest would abort the copy): it shows as missing."""
+
+    def staging(self) -> str:
+        return "ord integer, " + super().staging()
+
+    def insert(self) -> str:
+        columns = ", ".join(self.columns)
+        return (
+            f"INSERT INTO api_keys ({columns}) SELECT {columns} FROM {self.stage} s"
             " WHERE NOT EXISTS (SELECT 1 FROM api_keys k"
             "   WHERE k.sha256 = s.sha256 AND k.key_id <> s.key_id)"
             " ORDER BY ord"
             " ON CONFLICT (key_id) DO UPDATE SET revoked_at = EXCLUDED.revoked_at,"
             "   revision = nextval('api_key_revision')"
             " WHERE api_keys.revoked_at IS NULL AND EXCLUDED.revoked_at IS NOT NULL"
-            "   AND api_keys.sha256 = EXCLUDED.sha256",
-            "t.key_id = s.key_id AND t.sha256 = s.sha256"
-            " AND (s.revoked_at IS NULL OR t.revoked_at IS NOT NULL)",
-        ),
-    )
-}
+            "   AND api_keys.sha256 = EXCLUDED.sha256"
+        )
+
+
+_COPIES["api_keys"] = _KeysCopy(
+    t.api_keys,
+    ("key_id", "sha256", "tenant", "revoked_at", "body"),
+    also_found="t.sha256 = s.sha256 AND (s.revoked_at IS NULL OR t.revoked_at IS NOT NULL)",
+)
 
 
 @dataclass
 class _Source:
-    """Rows of one table from the source, as tuples in the staging table's column order."""
+    """Rows of one table from the source, as tuples in the copy's column order (the keys
+    file's with ``ord`` first)."""
 
     table: str
     rows: Iterable[tuple[Any, ...]]
@@ -336,17 +333,16 @@ def migrate_from_sqlite(
 
     report = MigrationReport(data_dir=str(data_dir))
     keys = keys_file or data_dir / KEYS_FILE
-    traces = data_dir / TRACES_FILE
-    with closing(_open_sqlite(catalog)) as cat, _traces_source(traces, report) as tr:
-        sources = [*_catalog_sources(cat, report), *tr]
+    with _read(catalog, t.CATALOG_TABLES) as cat, _traces_source(data_dir, report) as tr:
+        sources = [*_catalog_sources(cat), *tr]
         if keys.is_file():
             sources.append(_Source("api_keys", _key_rows(keys)))
         else:
             report.notes.append(f"no API keys file {keys}: keys skipped")
         try:
             _copy_all(db, sources, report)
-        except sqlite3.Error as exc:  # read while copying: a corrupt or locked file
-            raise _error(ErrorCode.CORRUPT, f"cannot read {data_dir}: {exc}") from None
+        except (sqlite3.Error, sa.exc.DBAPIError) as exc:  # reading while copying
+            raise _error(ErrorCode.CORRUPT, f"cannot read {data_dir}: {_reason(exc)}") from None
     return report
 
 
@@ -362,7 +358,7 @@ def _copy_all(db: PostgresDb, sources: list[_Source], report: MigrationReport) -
     try:
         with db.tx() as conn:
             # The copy is one long transaction: the per-statement limit meant for requests
-            # does not apply; naive timestamps (none are written today) are read as UTC.
+            # does not apply.
             conn.execute("SET LOCAL statement_timeout = 0")
             conn.execute("SET LOCAL timezone = 'UTC'")
             for source in sources:
@@ -393,12 +389,16 @@ def _copy_table(
     conn: psycopg.Connection[Any], source: _Source, report: MigrationReport
 ) -> list[TableCount]:
     copy = _COPIES[source.table]
-    conn.execute(f"CREATE TEMP TABLE {copy.stage} ({copy.staging}) ON COMMIT DROP")
-    tenant_at = copy.columns.index("tenant")
-    body_at = copy.columns.index("body") if "body" in copy.columns else None
+    conn.execute(f"CREATE TEMP TABLE {copy.stage} ({copy.staging()}) ON COMMIT DROP")
+    staged = ["ord", *copy.columns] if isinstance(copy, _KeysCopy) else list(copy.columns)
+    tenant_at = staged.index("tenant")
+    body_at = staged.index("body") if "body" in staged else None
     read: Counter[str] = Counter()
     cleaned = 0
-    with conn.cursor() as cur, cur.copy(f"COPY {copy.stage} FROM STDIN") as stream:
+    with (
+        conn.cursor() as cur,
+        cur.copy(f"COPY {copy.stage} ({', '.join(staged)}) FROM STDIN") as stream,
+    ):
         for row in source.rows:
             read[row[tenant_at]] += 1
             if body_at is not None:
@@ -409,25 +409,25 @@ def _copy_table(
             stream.write_row(row)
     if cleaned:
         report.notes.append(
-            f"{copy.table}: {cleaned} bod{'y' if cleaned == 1 else 'ies'} held NUL characters, "
+            f"{copy.name}: {cleaned} bod{'y' if cleaned == 1 else 'ies'} held NUL characters, "
             "dropped in the copy (PostgreSQL's jsonb cannot store them)"
         )
     written = dict(
         conn.execute(
-            f"WITH ins AS ({copy.insert} RETURNING tenant)"
+            f"WITH ins AS ({copy.insert()} RETURNING tenant)"
             " SELECT tenant, count(*) FROM ins GROUP BY tenant"
         ).fetchall()
     )
     found = dict(
         conn.execute(
             f"SELECT s.tenant, count(*) FROM {copy.stage} s"
-            f" WHERE EXISTS (SELECT 1 FROM {copy.table} t WHERE {copy.found})"
+            f" WHERE EXISTS (SELECT 1 FROM {copy.name} t WHERE {copy.found()})"
             " GROUP BY s.tenant"
         ).fetchall()
     )
     return [
         TableCount(
-            table=copy.table,
+            table=copy.name,
             tenant=tenant,
             source=read[tenant],
             written=written.get(tenant, 0),
@@ -440,93 +440,61 @@ def _copy_table(
 # -- reading the source ------------------------------------------------------------------------
 
 
-def _open_sqlite(path: Path) -> sqlite3.Connection:
-    """Read-only, inside one read transaction: every table of the file is read from the same
-    snapshot even if a forgotten process still writes to it."""
+@contextmanager
+def _read(path: Path, tables: frozenset[str]) -> Iterator[sa.Connection]:
+    """A SQLite file of the installation, opened as the store opens it (an older version's
+    brought to the current schema), inside one read transaction: every table of the file is
+    read from the same snapshot even if a forgotten process still writes to it."""
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
-        conn.isolation_level = None
-        conn.execute("BEGIN")
-        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    except sqlite3.Error as exc:
-        raise _error(ErrorCode.CORRUPT, f"cannot read {path}: {exc}") from None
-    return conn
+        sqlite_db = SqliteDb(path, tables)
+    except (sqlite3.Error, sa.exc.DBAPIError) as exc:
+        raise _error(ErrorCode.CORRUPT, f"cannot read {path}: {_reason(exc)}") from None
+    with closing(sqlite_db), sqlite_db.read() as conn:
+        yield conn
 
 
-def _tables(conn: sqlite3.Connection) -> set[str]:
-    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+def _rows(conn: sa.Connection, query: sa.Select[Any]) -> Iterator[tuple[Any, ...]]:
+    """Rows streamed in batches: a large catalog never sits in memory whole."""
+    for batch in conn.execute(query.execution_options(yield_per=1000)).partitions():
+        yield from (tuple(row) for row in batch)
 
 
-def _catalog_sources(conn: sqlite3.Connection, report: MigrationReport) -> list[_Source]:
-    """The catalog's tables. Only the columns every catalog version has are read (jobs'
-    claim columns, where present, are not copied). A table an old catalog lacks (written
-    before it existed) reads as empty, with a note."""
-    present = _tables(conn)
-    queries = {
-        "jobs": "SELECT job_id, tenant, doc_id, state, created_at, body FROM jobs",
-        "documents": "SELECT tenant, doc_id, version, body FROM documents",
-        "pages": "SELECT tenant, doc_id, page_number, image_ref, body FROM pages",
-        "structures": "SELECT tenant, doc_id, version, body FROM structures",
-        "audit": "SELECT seq, tenant, doc_id, body FROM audit ORDER BY seq",
-    }
+def _catalog_sources(conn: sa.Connection) -> list[_Source]:
+    """The catalog's tables, through :mod:`store.tables`."""
     sources = []
-    for table, sql in queries.items():
-        if table in present:
-            sources.append(_Source(table, _rows(conn, sql)))
-        else:
-            report.notes.append(f"{CATALOG_FILE} has no {table} table: nothing to copy")
+    for name in ("jobs", "documents", "pages", "structures", "audit"):
+        copy = _COPIES[name]
+        query = sa.select(*(copy.table.c[c] for c in copy.columns))
+        if name == "audit":
+            query = query.order_by(t.audit.c.seq)
+        sources.append(_Source(name, _rows(conn, query)))
     return sources
 
 
 @contextmanager
-def _traces_source(path: Path, report: MigrationReport) -> Iterator[list[_Source]]:
-    """The trace store's tables, under their current names or a pre-tenant store's
-    (``traces``/``trace_docs``, which the store renames when it next opens). Document links
-    whose trace is gone are not copied (the foreign key would refuse them), with a note."""
+def _traces_source(data_dir: Path, report: MigrationReport) -> Iterator[list[_Source]]:
+    """The trace store's tables (a missing file is a note). Document links whose trace is
+    gone are not copied (the foreign key would refuse them), with a note."""
+    path = data_dir / TRACES_FILE
     if not path.is_file():
-        report.notes.append(f"no {TRACES_FILE} in {path.parent}: traces skipped")
+        report.notes.append(f"no {TRACES_FILE} in {data_dir}: traces skipped")
         yield []
         return
-    with closing(_open_sqlite(path)) as conn:
-        present = _tables(conn)
-        traces, docs = (
-            ("tenant_traces", "tenant_trace_docs")
-            if "tenant_traces" in present
-            else ("traces", "trace_docs")
+    with _read(path, t.TRACE_TABLES) as conn:
+        traces, docs = t.traces, t.trace_docs
+        linked = sa.exists().where(
+            traces.c.tenant == docs.c.tenant, traces.c.trace_id == docs.c.trace_id
         )
-        if traces not in present:
-            report.notes.append(f"{TRACES_FILE} holds no traces table: traces skipped")
-            yield []
-            return
-        linked = (
-            f"FROM {docs} d WHERE EXISTS (SELECT 1 FROM {traces} t"
-            " WHERE t.tenant = d.tenant AND t.trace_id = d.trace_id)"
-        )
-        sources = [
-            _Source(
-                "traces", _rows(conn, f"SELECT tenant, trace_id, created_at, body FROM {traces}")
+        links = conn.execute(sa.select(sa.func.count()).select_from(docs)).scalar_one()
+        kept = conn.execute(sa.select(sa.func.count()).select_from(docs).where(linked)).scalar_one()
+        if links != kept:
+            report.notes.append(
+                f"{links - kept} trace document link(s) name no stored trace: not copied"
             )
+        yield [
+            _Source("traces", _rows(conn, sa.select(*traces.c))),
+            _Source("trace_docs", _rows(conn, sa.select(*docs.c).where(linked))),
         ]
-        if docs in present:
-            (links,) = conn.execute(f"SELECT count(*) FROM {docs}").fetchone()
-            (kept,) = conn.execute(f"SELECT count(*) {linked}").fetchone()
-            if links != kept:
-                report.notes.append(
-                    f"{links - kept} trace document link(s) name no stored trace: not copied"
-                )
-            sources.append(
-                _Source(
-                    "trace_docs", _rows(conn, f"SELECT d.tenant, d.trace_id, d.doc_id {linked}")
-                )
-            )
-        yield sources
-
-
-def _rows(conn: sqlite3.Connection, sql: str) -> Iterator[tuple[Any, ...]]:
-    """Rows streamed in batches: a large catalog never sits in memory whole."""
-    cursor = conn.execute(sql)
-    while batch := cursor.fetchmany(1000):
-        yield from batch
 
 
 def _key_rows(path: Path) -> list[tuple[Any, ...]]:
@@ -545,16 +513,15 @@ def _key_rows(path: Path) -> list[tuple[Any, ...]]:
                 f"{path} lists {field} {twice[0]!r} more than once: fix the file first",
             )
     return [
-        (
-            n,
-            r.key_id,
-            r.sha256,
-            r.tenant,
-            r.revoked_at,
-            json.dumps(r.model_dump(mode="json", exclude={"revoked_at"})),
-        )
+        (n, r.key_id, r.sha256, r.tenant, r.revoked_at, r.model_dump_json(exclude={"revoked_at"}))
         for n, r in enumerate(records)
     ]
+
+
+def _reason(exc: BaseException) -> str:
+    """The driver's message of a SQLAlchemy error (its own adds the statement)."""
+    orig = getattr(exc, "orig", None)
+    return _one_line(orig if orig is not None else exc)
 
 
 def _error(code: ErrorCode, message: str) -> PageSightError:

@@ -69,7 +69,6 @@ from core.types import (
 )
 from index.base import IndexSchema, VectorStore
 from index.forwarded import read_primitive
-from index.traces import open_traces
 from index.vectors import CHUNK_COLLECTION, PAGE_COLLECTION
 from ingestion.claims import claimed_job, new_worker_id, release_dead_local_claims
 from ingestion.highlight import render_page_image
@@ -80,6 +79,7 @@ from services.engine import build_answer_pipeline
 from services.metrics import ServiceMetrics
 from services.page_images import stored_page
 from services.stack import LocalStack, StoreOpener
+from store.traces import open_traces
 
 log = logging.getLogger(__name__)
 

@@ -41,7 +41,6 @@ from ingestion.bulk import (
     StageStats,
     TextEmbedStage,
 )
-from ingestion.catalog import open_catalog
 from ingestion.reindex import (
     CatalogSnapshot,
     DocKey,
@@ -53,6 +52,7 @@ from ingestion.reindex import (
     verify,
     write_rows,
 )
+from store.catalog import open_catalog
 
 log = logging.getLogger(__name__)
 

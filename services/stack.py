@@ -24,7 +24,6 @@ from index.vectors import (
     PAGE_VECTOR,
     SPARSE_VECTOR,
 )
-from ingestion.catalog import CatalogStructures, open_catalog
 from ingestion.ingest import (
     FIRST_STAGE_POOLING,
     DocumentParseFn,
@@ -38,6 +37,7 @@ from models.text_embedder import SentenceTransformerEmbedder
 from query.multistep import MultiStepSearch
 from query.planner import build_planner
 from query.retrieval import Retriever
+from store.catalog import CatalogStructures, open_catalog
 
 #: opens the live store of one index (name, the schema this process needs); the default is
 #: :func:`index.live.open_live_store` on this process's settings

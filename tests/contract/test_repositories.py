@@ -30,8 +30,8 @@ from core.types import (
     RouteName,
     StructurePage,
 )
-from index.traces import open_traces
-from ingestion.catalog import open_catalog
+from store.catalog import open_catalog
+from store.traces import open_traces
 
 BACKENDS = ["sqlite", "postgres"]
 
@@ -148,8 +148,8 @@ def test_traces_are_per_tenant_and_purged_with_their_documents(traces: TraceRepo
 
 def test_the_backend_is_the_one_named(settings: Settings, catalog: CatalogRepository) -> None:
     """Guards the rest: a PostgreSQL run that quietly fell back to SQLite would pass them all."""
-    from index.traces import TraceStore
-    from ingestion.catalog import Catalog
+    from store.catalog import Catalog
+    from store.traces import TraceStore
 
     postgres = settings.database_url is not None
     assert isinstance(catalog, Catalog) is not postgres
@@ -310,13 +310,14 @@ def test_sqlite_catalog_gains_claim_columns(tmp_path: Path) -> None:
     """A catalog file written before claims existed opens, keeps its jobs and claims them."""
     import sqlite3
 
-    from ingestion.catalog import Catalog
+    from store.catalog import Catalog
 
     path = tmp_path / "catalog.sqlite3"
     old = Catalog(path)
     job_id = _job(old, "a", "d")
     old.close()
-    with sqlite3.connect(path) as db:  # back to the schema before claims
+    with sqlite3.connect(path) as db:  # back to a file of the code before claims (and Alembic)
+        db.execute("DROP TABLE alembic_version")
         db.execute("ALTER TABLE jobs DROP COLUMN claimed_by")
         db.execute("ALTER TABLE jobs DROP COLUMN lease_until")
     catalog = Catalog(path)

@@ -44,8 +44,8 @@ def serve_app(
 ) -> Iterator[RunningApp]:
     pytest.importorskip("ray.serve")
     from core.settings import Settings
-    from gateway.key_store_postgres import PostgresKeyStore
     from services.app import AppArgs, run_local, shutdown_local
+    from store.key_store_postgres import PostgresKeyStore
 
     data_dir = tmp_path_factory.mktemp("serve") / "var"
     database_url = postgres_server.url(postgres_server.new_database())

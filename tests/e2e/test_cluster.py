@@ -151,7 +151,7 @@ def cluster(
 ) -> Iterator[Cluster]:
     pytest.importorskip("ray.serve")
     from core.settings import Settings
-    from gateway.key_store_postgres import PostgresKeyStore
+    from store.key_store_postgres import PostgresKeyStore
 
     root = tmp_path_factory.mktemp("cluster")
     data_dir = root / "var"

@@ -49,7 +49,7 @@ def test_upload_search_page_image_delete(serve_app: RunningApp, tmp_path: Path) 
 def _assert_state_in_postgres(app: RunningApp, doc_id: str, job_id: str) -> None:
     """The replicas wrote the catalog to PostgreSQL, not to SQLite files under data_dir."""
     from core.settings import Settings
-    from ingestion.catalog import open_catalog
+    from store.catalog import open_catalog
 
     catalog = open_catalog(Settings(data_dir=app.data_dir, database_url=app.database_url))
     try:

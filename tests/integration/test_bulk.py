@@ -20,8 +20,8 @@ import pytest
 from core.settings import Settings
 from core.types import JobState
 from ingestion import samples
-from ingestion.catalog import Catalog
 from services.stack import LocalStack
+from store.catalog import Catalog
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -42,11 +42,11 @@ from core.types import (
     QuotePart,
 )
 from gateway.auth import KeyRing, new_key
-from gateway.key_stores import FileKeyStore
 from ingestion import samples
-from ingestion.catalog import Catalog
 from services import cli as cli_module
 from services.cli import _job_line, app
+from store.catalog import Catalog
+from store.key_stores import FileKeyStore
 from tests.asgi_server import free_port, serving
 from tests.serving import gateway_app, warm_service
 

@@ -28,16 +28,16 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from core.keys_file import load_records
-from core.postgres import head_revision
 from core.settings import Settings, VisualEmbedderOptions
 from core.types import AccessFilter, AuditEntry, JobState, RetrievalTrace, RouteName
 from gateway.auth import new_key
-from gateway.key_stores import FileKeyStore
-from index.traces import TraceStore
-from ingestion.catalog import Catalog
 from ingestion.ingest import IngestRequest
 from services.cli import app
 from services.db_migrate import TABLES, MigrationReport
+from store.catalog import Catalog
+from store.key_stores import FileKeyStore
+from store.postgres import head_revision
+from store.traces import TraceStore
 from tests.postgres import PostgresServer
 
 pytestmark = pytest.mark.integration
@@ -302,7 +302,7 @@ def source_counts(inst: Installation) -> dict[tuple[str, str], int]:
     catalog, traces = inst.data_dir / "catalog.sqlite3", inst.data_dir / "traces.sqlite3"
     counts: dict[tuple[str, str], int] = {}
     queries = [(catalog, t, t) for t in ("jobs", "documents", "pages", "structures", "audit")]
-    queries += [(traces, "traces", "tenant_traces"), (traces, "trace_docs", "tenant_trace_docs")]
+    queries += [(traces, "traces", "traces"), (traces, "trace_docs", "trace_docs")]
     for path, table, source in queries:
         for tenant, n in sqlite_rows(path, f"SELECT tenant, count(*) FROM {source} GROUP BY 1"):
             counts[(table, tenant)] = n
@@ -377,16 +377,16 @@ def test_migrate_round_trips_an_installation(installation: Installation, postgre
     assert [t for _, t, _, _ in audit] == ["a", "b", "a"]
     assert copied["audit"] == [(s, t, d, json.loads(b)) for s, t, d, b in audit]
     source_traces = sqlite_rows(
-        traces, "SELECT tenant, trace_id, created_at, body FROM tenant_traces ORDER BY 1, 2, 3"
+        traces, "SELECT tenant, trace_id, created_at, body FROM traces ORDER BY 1, 2, 3"
     )
     assert [(t, i, b) for t, i, _, b in copied["traces"]] == [
         (t, i, json.loads(b)) for t, i, _, b in source_traces
     ]
-    for (*_, at, _), (*_, epoch, _) in zip(copied["traces"], source_traces, strict=True):
-        assert abs(at.timestamp() - epoch) < 2e-6  # to_timestamp keeps microseconds
+    for (*_, at, _), (*_, stored, _) in zip(copied["traces"], source_traces, strict=True):
+        assert at == datetime.fromisoformat(stored)  # the same instant, to the microsecond
     assert {("a", "shared-id"), ("b", "shared-id")} <= {(t, i) for t, i, *_ in copied["traces"]}
     assert copied["trace_docs"] == sqlite_rows(
-        traces, "SELECT tenant, trace_id, doc_id FROM tenant_trace_docs ORDER BY 1, 2, 3"
+        traces, "SELECT tenant, trace_id, doc_id FROM trace_docs ORDER BY 1, 2, 3"
     )
     records = {r.key_id: r for r in load_records(installation.keys_file)}
     assert {key_id for key_id, *_ in copied["api_keys"]} == set(records)

@@ -16,8 +16,8 @@ import pytest
 from core.settings import Settings
 from core.types import AccessFilter, JobState, RouteName
 from ingestion import samples
-from ingestion.catalog import Catalog
 from services.stack import LocalStack
+from store.catalog import Catalog
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""core.postgres against a real server: connection settings, the schema check and
+"""store.postgres against a real server: connection settings, the schema check and
 migrate-on-start, the shared pool and its limits; every failure a PageSightError, never a raw
 driver exception."""
 
@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from core.errors import ErrorCode, PageSightError, Stage
-from core.postgres import TenantTable, conninfo, current_revision, head_revision, open_database
 from core.settings import DatabaseOptions, Settings
+from store import tables
+from store.postgres import conninfo, current_revision, head_revision, open_database
+from store.tables import TenantTable
 from tests.postgres import PostgresServer
 
 pytestmark = pytest.mark.integration
@@ -145,9 +147,15 @@ def test_tls_setting_is_applied(tmp_path: Path, postgres_server: PostgresServer)
 
 
 def test_tenant_table_adds_the_tenant_first() -> None:
-    pages = TenantTable("pages")
-    assert pages.select("body", "t1", "doc_id = %s", ["d"], "ORDER BY page_number") == (
-        "SELECT body FROM pages WHERE tenant = %s AND (doc_id = %s) ORDER BY page_number",
-        ["t1", "d"],
+    pages = TenantTable(tables.pages)
+    query = pages.select("t1", tables.pages.c.body).where(tables.pages.c.doc_id == "d")
+    compiled = query.compile()
+    assert (
+        str(compiled).split("WHERE ")[1] == "pages.tenant = :tenant_1 AND pages.doc_id = :doc_id_1"
     )
-    assert pages.delete("t1") == ("DELETE FROM pages WHERE tenant = %s", ["t1"])
+    assert compiled.params == {"tenant_1": "t1", "doc_id_1": "d"}
+    delete = pages.delete("t1").compile()
+    assert (str(delete), delete.params) == (
+        "DELETE FROM pages WHERE pages.tenant = :tenant_1",
+        {"tenant_1": "t1"},
+    )

@@ -17,10 +17,10 @@ from gateway.app import build_app
 from gateway.auth import KeyRing, new_key
 from gateway.backend import ServiceClient
 from gateway.client import ApiError, PageSightClient
-from gateway.key_store_postgres import PostgresKeyStore
 from ingestion import samples
-from ingestion.catalog import open_catalog
 from services.index_service import IndexService
+from store.catalog import open_catalog
+from store.key_store_postgres import PostgresKeyStore
 from tests.serving import warm_service
 
 pytestmark = pytest.mark.integration

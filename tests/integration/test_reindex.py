@@ -34,12 +34,12 @@ from index.factory import alias_name, collection_manager
 from index.live import require_live
 from index.vectors import CHUNK_COLLECTION, DENSE_VECTOR
 from ingestion import samples
-from ingestion.catalog import Catalog
 from services import reindex_job
 from services.cli import app
 from services.index_service import IndexService
 from services.reindex_job import rollback, run_reindex
 from services.stack import LocalStack
+from store.catalog import Catalog
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -24,9 +24,9 @@ from core.settings import GatewayOptions, Settings
 from core.types import JobState
 from gateway.auth import KeyRing, new_key
 from gateway.client import ApiError, PageSightClient
-from gateway.key_stores import FileKeyStore
 from ingestion import samples
 from services.index_service import IndexService
+from store.key_stores import FileKeyStore
 from tests.serving import gateway_app, warm_service
 
 pytestmark = pytest.mark.integration

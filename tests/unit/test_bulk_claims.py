@@ -9,8 +9,8 @@ from typing import Any, cast
 
 from core.types import IngestJob, JobState
 from ingestion.bulk import BulkItem, BulkPlanner
-from ingestion.catalog import Catalog
 from ingestion.claims import held_claims
+from store.catalog import Catalog
 
 
 class _NothingIndexed:

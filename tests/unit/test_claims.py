@@ -11,13 +11,13 @@ import time
 from pathlib import Path
 
 from core.types import JobState
-from ingestion.catalog import Catalog
 from ingestion.claims import (
     claimed_job,
     is_dead_local_worker,
     new_worker_id,
     release_dead_local_claims,
 )
+from store.catalog import Catalog
 
 
 def _catalog(tmp_path: Path) -> Catalog:

@@ -91,7 +91,8 @@ def test_tesseract_and_languages_are_installed() -> None:
 
 
 @pytest.mark.parametrize(
-    "package", ["core", "models", "index", "ingestion", "query", "api", "gateway", "services"]
+    "package",
+    ["core", "models", "index", "store", "ingestion", "query", "api", "gateway", "services"],
 )
 def test_project_packages_are_not_shadowed(package: str) -> None:
     spec = importlib.util.find_spec(package)

@@ -4,10 +4,13 @@ imports inside functions included:
 - ``core`` imports none of the other packages;
 - ``api`` (what the gateway and the services share) imports only ``core``, pydantic and the
   standard library;
+- ``store`` (catalog, traces, keys) imports no package of ours but ``core``;
 - the query engine is plain Python: no HTTP, no Ray, never the gateway or the services;
 - ``services`` never imports the gateway, except the entry points that mount it or call it
   (:data:`SERVICES_ENTRY_POINTS`, which move to their own package later);
-- no module imports another that imports it back.
+- no module imports another that imports it back;
+- no module is over :data:`MAX_MODULE_LINES` lines, except those in :data:`OVERSIZED` (each
+  with the reason it is not split yet).
 """
 
 from __future__ import annotations
@@ -18,7 +21,17 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("core", "models", "index", "ingestion", "query", "api", "gateway", "services")
+PACKAGES = (
+    "core",
+    "models",
+    "index",
+    "store",
+    "ingestion",
+    "query",
+    "api",
+    "gateway",
+    "services",
+)
 FORBIDDEN_IN_QUERY = ("fastapi", "starlette", "ray", "uvicorn")
 #: What ``api`` may import besides the standard library and itself.
 ALLOWED_IN_API = ("core", "pydantic")
@@ -26,6 +39,14 @@ ALLOWED_IN_API = ("core", "pydantic")
 #: command builds the gateway; its remote mode is the gateway's Python client) and the Ray
 #: Serve application builder (it mounts the gateway as the ingress).
 SERVICES_ENTRY_POINTS = ("services.cli", "services.cli_session", "services.app")
+#: Rooms small enough to read (issue 32, item 7): lines per module, at most.
+MAX_MODULE_LINES = 800
+#: The modules over that, each with why it is not split yet; one that shrinks leaves the list.
+OVERSIZED = {
+    "services/cli.py": "the command line; split when the entry points move to their own package",
+    "query/answer.py": "the answer pipeline; split after the extractive-answer work under way in "
+    "it (query.lead, query.answer_units, query.quotes) lands",
+}
 
 
 def _module_name(path: Path) -> str:
@@ -89,6 +110,13 @@ def test_core_imports_no_other_package() -> None:
     assert not bad, bad
 
 
+def test_store_imports_only_core() -> None:
+    """State sits beside the index: ``core`` below it, every other package above."""
+    others = set(PACKAGES) - {"core", "store"}
+    bad = [(m, i) for m, i in _package_imports("store") if _top(i) in others]
+    assert not bad, bad
+
+
 def test_api_imports_only_core_and_pydantic() -> None:
     allowed = {"api", "__future__", *ALLOWED_IN_API, *sys.stdlib_module_names}
     bad = [(m, i) for m, i in _package_imports("api") if _top(i) not in allowed]
@@ -127,3 +155,16 @@ def test_no_import_cycles() -> None:
         if node not in state:
             visit(node, [])
     assert not cycles, "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_no_module_is_over_the_line_limit() -> None:
+    sizes = {
+        str(path.relative_to(REPO)): len(path.read_text().splitlines())
+        for package in PACKAGES
+        for path in sorted((REPO / package).rglob("*.py"))
+    }
+    over = {path: n for path, n in sizes.items() if n > MAX_MODULE_LINES}
+    unexpected = {path: n for path, n in over.items() if path not in OVERSIZED}
+    assert not unexpected, f"over {MAX_MODULE_LINES} lines, split them: {unexpected}"
+    # the exceptions are real (a module that got small enough leaves the list)
+    assert set(over) == set(OVERSIZED), {p: sizes.get(p) for p in OVERSIZED.keys() - over.keys()}

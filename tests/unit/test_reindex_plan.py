@@ -7,8 +7,8 @@ from pathlib import Path
 
 from core.ids import file_version
 from core.types import Document, JobState, Page
-from ingestion.catalog import Catalog
 from ingestion.reindex import CatalogSnapshot, ReindexPlanner
+from store.catalog import Catalog
 
 
 def _document(catalog: Catalog, doc_id: str, source_uri: str, version: str, tenant: str) -> None:

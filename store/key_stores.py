@@ -1,6 +1,6 @@
 """Where API key records live: the :class:`KeyStore` protocol, the environment's read-only
 store and the JSON keys file (a mounted secret, or what ``pagesight keys new`` writes on one
-machine). The PostgreSQL store of the cluster profile is :mod:`gateway.key_store_postgres`;
+machine). The PostgreSQL store of the cluster profile is :mod:`store.key_store_postgres`;
 :func:`gateway.auth.open_key_store` picks one. Only digests are stored, never a key.
 """
 

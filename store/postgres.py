@@ -1,5 +1,5 @@
 """PostgreSQL for the cluster profile: one connection pool per process, shared by the catalog,
-the trace store and the key store, and a schema kept by Alembic (``core/migrations``).
+the trace store and the key store, and a schema kept by Alembic (:mod:`store.schema`).
 
 Why one pool: a platform team sizes PostgreSQL's ``max_connections`` from
 ``replicas x pool_max_size``, and that arithmetic only holds if a process opens one pool, not
@@ -11,32 +11,37 @@ first write, mid-request. It refuses to start instead, naming ``pagesight db upg
 ``database.migrate_on_start`` lets it upgrade (under an advisory lock, so replicas starting
 together migrate once).
 
-Tenant scoping is written once, in :class:`TenantTable`: repositories build their per-tenant
-statements through it, so no call site spells ``WHERE tenant = ...`` itself.
+Repositories run SQLAlchemy Core statements (:mod:`store.tables`) here: :class:`SharedDb` is
+their :class:`~store.database.Database`, compiling each statement for psycopg and running it on a
+connection of the pool. psycopg is imported only here (and in the modules that use this one),
+and this module only when a ``database_url`` is set: a single-machine install never loads it.
 """
 
 from __future__ import annotations
 
-import json
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, cast
 
-from pydantic import BaseModel
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 
 from core.errors import ErrorCode, PageSightError, Stage
 from core.settings import DatabaseOptions, Settings
+from store import schema
+from store.database import Database
+from store.tables import ALL_TABLES
 
 if TYPE_CHECKING:
     import psycopg
     from psycopg_pool import ConnectionPool
 
-MIGRATIONS = Path(__file__).with_name("migrations")
 #: Taken by ``upgrade`` so that replicas starting at once run the migrations once.
 _MIGRATION_LOCK = 0x50_41_47_45  # "PAGE"
+#: What statements are compiled for (psycopg 3, ``%(name)s`` parameters).
+DIALECT = postgresql.psycopg.dialect()
 
 
 def conninfo(url: str, options: DatabaseOptions) -> str:
@@ -117,68 +122,44 @@ class PostgresDb:
         self._pool.close()
 
 
-@dataclass(frozen=True)
-class TenantTable:
-    """Reads and deletes over one tenant's rows of a table: the tenant predicate is added here and
-    nowhere else, so a repository method cannot forget it. ``where`` and ``tail`` are SQL with
-    ``%s`` placeholders for ``args``; the tenant is always the first placeholder."""
+class PgExecutor:
+    """A pooled psycopg connection inside one transaction, running SQLAlchemy statements:
+    compiled for psycopg, parameters converted by their column types (a body's NUL characters
+    dropped, see :data:`store.tables.JsonText`)."""
 
-    name: str
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.connection = conn
 
-    def select(
-        self,
-        columns: str,
-        tenant: str,
-        where: str = "",
-        args: Sequence[object] = (),
-        tail: str = "",
-    ) -> tuple[str, list[object]]:
-        return self._scoped(f"SELECT {columns} FROM {self.name}", tenant, where, args, tail)
-
-    def delete(
-        self, tenant: str, where: str = "", args: Sequence[object] = (), tail: str = ""
-    ) -> tuple[str, list[object]]:
-        return self._scoped(f"DELETE FROM {self.name}", tenant, where, args, tail)
-
-    def _scoped(
-        self, head: str, tenant: str, where: str, args: Sequence[object], tail: str
-    ) -> tuple[str, list[object]]:
-        sql = f"{head} WHERE tenant = %s"
-        if where:
-            sql += f" AND ({where})"
-        if tail:
-            sql += f" {tail}"
-        return sql, [tenant, *args]
+    def execute(
+        self, statement: sa.Executable, rows: Sequence[Mapping[str, Any]] | None = None, /
+    ) -> Any:
+        clause = cast(sa.ClauseElement, statement)
+        if rows is None:
+            compiled = clause.compile(dialect=DIALECT, compile_kwargs={"render_postcompile": True})
+            return self.connection.execute(compiled.string, _converted(compiled, compiled.params))
+        if not rows:
+            return self.connection.cursor()
+        compiled = clause.compile(dialect=DIALECT, column_keys=list(rows[0]))
+        cursor = self.connection.cursor()
+        cursor.executemany(
+            compiled.string,
+            [_converted(compiled, compiled.construct_params(r) or {}) for r in rows],
+        )
+        return cursor
 
 
-def jsonb(model: BaseModel, **dump: Any) -> str:
-    """``model`` as JSON for a JSONB column (``model_dump_json(**dump)``, NUL-free)."""
-    return json_without_nul(model.model_dump_json(**dump))
-
-
-def json_without_nul(text: str) -> str:
-    """JSON ``text`` with NUL characters dropped from its strings (keys too).
-
-    PostgreSQL's text cannot hold NUL, so JSONB refuses ``\\u0000``, and a NUL does reach our
-    bodies: text pulled out of PDFs (titles, margin lines) and a caller's query can carry one.
-    Dropping them is the only change a round trip through PostgreSQL makes; text without one
-    (nearly all) is returned as it is, unparsed."""
-    if "\\u0000" not in text:
-        return text
-    parsed = json.loads(text)
-    cleaned = _without_nul(parsed)
-    # "\\u0000" can also be an escaped backslash followed by "u0000": then nothing changes
-    return text if cleaned == parsed else json.dumps(cleaned, ensure_ascii=False)
-
-
-def _without_nul(value: Any) -> Any:
-    if isinstance(value, str):
-        return value.replace("\x00", "")
-    if isinstance(value, list):
-        return [_without_nul(v) for v in value]
-    if isinstance(value, dict):
-        return {_without_nul(k): _without_nul(v) for k, v in value.items()}
-    return value
+def _converted(compiled: sa.Compiled, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` through the bind processors of their types (most have none)."""
+    binds = getattr(compiled, "binds", {})
+    converted = dict(params)
+    for name, value in params.items():
+        bind = binds.get(name)
+        if bind is None:
+            continue
+        process = bind.type.dialect_impl(DIALECT).bind_processor(DIALECT)
+        if process is not None:
+            converted[name] = process(value)
+    return converted
 
 
 # -- one pool per process -----------------------------------------------------------------------
@@ -187,20 +168,46 @@ _shared: dict[str, tuple[PostgresDb, int]] = {}
 _shared_lock = threading.Lock()
 
 
-class SharedDb:
-    """A repository's handle on the process's pool: ``close()`` releases this handle, and the
-    pool closes with the last one."""
+class SharedDb(Database):
+    """A repository's handle on the process's pool: its :class:`~store.database.Database`.
+    ``close()`` releases this handle, and the pool closes with the last one."""
 
     def __init__(self, key: str, db: PostgresDb) -> None:
         self._key = key
         self.db = db
         self._closed = False
 
-    def tx(self) -> Any:
-        return self.db.tx()
+    @contextmanager
+    def tx(self) -> Iterator[PgExecutor]:
+        with self.db.tx() as conn:
+            yield PgExecutor(conn)
 
-    def rows(self, sql: str, args: Sequence[object] = ()) -> list[Any]:
-        return self.db.rows(sql, args)
+    read = tx
+
+    def rows(self, statement: sa.Executable | str, args: Sequence[object] = ()) -> list[Any]:
+        """The rows of one statement (SQL text with ``%s`` placeholders for ``args``, too)."""
+        if isinstance(statement, str):
+            return self.db.rows(statement, args)
+        return super().rows(statement)
+
+    def now(self, after_s: float = 0.0) -> sa.ColumnElement[datetime]:
+        if not after_s:
+            return sa.func.now()
+        return sa.func.now() + sa.literal(timedelta(seconds=after_s), sa.Interval())
+
+    def insert(self, table: sa.Table) -> sqlite.Insert | postgresql.Insert:
+        return postgresql.insert(table)
+
+    def text_order(self, column: sa.ColumnElement[str]) -> sa.ColumnElement[str]:
+        return column.collate("C")
+
+    def for_update(self, query: sa.Select[Any], *, skip_locked: bool) -> sa.Select[Any]:
+        return query.with_for_update(skip_locked=skip_locked)
+
+    def serialize(self, db: Any, key: int, name: str) -> None:
+        """``pg_advisory_xact_lock(key, hashtext(name))`` (the two-key form never meets the
+        migrations' one-key lock)."""
+        db.execute(sa.select(sa.func.pg_advisory_xact_lock(key, sa.func.hashtext(name))))
 
     def close(self) -> None:
         with _shared_lock:
@@ -244,16 +251,9 @@ def open_database(settings: Settings) -> SharedDb:
     return SharedDb(dsn, db)
 
 
-# -- migrations (Alembic) -----------------------------------------------------------------------
+# -- migrations (Alembic: store.schema) -----------------------------------------------------
 
-
-def head_revision() -> str:
-    """The newest schema revision this code knows."""
-    from alembic.script import ScriptDirectory
-
-    head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
-    assert head is not None
-    return head
+head_revision = schema.head_revision
 
 
 def current_revision(db: PostgresDb) -> str | None:
@@ -283,39 +283,22 @@ def upgrade(db: PostgresDb, revision: str = "head") -> tuple[str | None, str]:
     advisory lock: concurrent callers queue, the later ones find nothing to do, and a failed
     migration leaves the schema as it was (PostgreSQL's DDL is transactional)."""
     import psycopg
-    import sqlalchemy
-    from alembic import command
-    from alembic.runtime.migration import MigrationContext
 
-    engine = sqlalchemy.create_engine(
+    engine = sa.create_engine(
         "postgresql+psycopg://",
         creator=lambda: psycopg.connect(db.dsn),
-        poolclass=sqlalchemy.pool.NullPool,
+        poolclass=sa.pool.NullPool,
     )
     try:
         with engine.begin() as connection:
             connection.execute(
-                sqlalchemy.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK}
+                sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK}
             )
-            before = MigrationContext.configure(connection).get_current_revision()
-            config = _alembic_config()
-            config.attributes["connection"] = connection
-            command.upgrade(config, revision)
-            after = MigrationContext.configure(connection).get_current_revision()
-    except sqlalchemy.exc.OperationalError as exc:
+            return schema.upgrade(connection, ALL_TABLES, revision)
+    except sa.exc.OperationalError as exc:
         raise _unavailable(f"database unreachable: {exc.orig}") from None
     finally:
         engine.dispose()
-    assert after is not None
-    return before, after
-
-
-def _alembic_config() -> Any:
-    from alembic.config import Config
-
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS))
-    return config
 
 
 def _config_error(message: str) -> PageSightError:

@@ -1,0 +1,19 @@
+"""Operational state: the catalog (jobs, documents, pages, structure, audit log), query traces and
+API keys, on SQLite files under ``data_dir`` (the embedded default) or PostgreSQL (the cluster
+profile).
+
+- :mod:`store.tables`: every table, defined once (SQLAlchemy Core), for both databases;
+- :mod:`store.schema` and ``store/migrations``: one Alembic history for both; a SQLite file
+  is brought to the head revision when it is opened (one written before the history existed
+  included), PostgreSQL by ``pagesight db upgrade`` (or ``database.migrate_on_start``);
+- :mod:`store.database`: what a repository runs its statements on, whichever the database;
+  :mod:`store.sqlite` and :mod:`store.postgres` (the process's pool) implement it;
+- repositories, their statements written once for both databases in a shared base:
+  :mod:`store.catalog` (SQLite; :mod:`store.catalog_postgres`; both
+  :mod:`store.catalog_base`), :mod:`store.traces` (:mod:`store.traces_postgres`,
+  :mod:`store.traces_base`), and the key stores :mod:`store.key_stores` (environment, keys
+  file; :mod:`store.key_store_postgres`).
+
+The store imports only :mod:`core` (and its libraries); psycopg only when a ``database_url``
+is set, so an embedded installation never loads it.
+"""
