@@ -42,7 +42,9 @@ ULTA_TITLE = "Ulta Beauty Announces Fourth Quarter Fiscal 2022 Results"
 #: Answered on page 2 of REAL_PDF, in a passage that starts on page 1.
 LEAD_QUESTION = "What was Ulta Beauty's tax rate in the fourth quarter of fiscal 2022?"
 #: The release states no dividend: an extractive answer abstains, with related passages.
-NO_ANSWER_QUESTION = "What dividend per share did Ulta pay in fiscal 2022?"
+#: Ulta's release reports fiscal 2022 and 2021: no passage is about fiscal 2009, so the extractive
+#: answer abstains and lists the nearest passages.
+NO_ANSWER_QUESTION = "What were Ulta Beauty's net sales in fiscal 2009?"
 JA_PDF = "keshouhin-standard.pdf"
 #: The scripted model's streamed answer: two cited sentences, then one citing a block that was
 #: never in the context, which the citation check withholds.
