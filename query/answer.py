@@ -94,6 +94,7 @@ from query.context import (
     approx_tokens,
     build_context,
     confidence_of,
+    context_block,
 )
 from query.extractive import best_quote, extract_sentences, plain_text
 from query.generation import (
@@ -264,19 +265,21 @@ class AnswerPipeline:
         # cosine when the dense route skipped the query's language), so no abstention on score.
         threshold = options.abstain_threshold if scored else 0.0
         if confidence < threshold:
-            return self._abstain(
+            weak = self._abstain(
                 trace_id,
                 confidence,
                 f"the best evidence ({confidence:.3f}) is below the abstain threshold "
                 f"({threshold:.3f})",
             )
+            return weak.model_copy(update={"related": _related(request.query, ranked)})
         if policy == "strict" and confidence < 2 * threshold:
-            return self._abstain(
+            weak = self._abstain(
                 trace_id,
                 confidence,
                 f"strict policy: the best evidence ({confidence:.3f}) is below twice the "
                 f"abstain threshold ({2 * threshold:.3f})",
             )
+            return weak.model_copy(update={"related": _related(request.query, ranked)})
 
         passages = [replace(passage, score=score) for passage, score in ranked]
         images = self._image_blocks(request.query, passages, access, candidates.trace, record)
@@ -877,6 +880,24 @@ def _unit_citation(n: int, scored: Scored, max_words: int) -> tuple[AnswerUnit, 
         citations=[n],
     )
     return answer_unit, _quoted(n, block, quote, ranges)
+
+
+#: Related passages an abstention offers, at most.
+MAX_RELATED = 3
+
+
+def _related(query: str, ranked: Sequence[tuple[Passage, float]]) -> list[Citation]:
+    """The nearest passages of an abstention on weak evidence, somewhere to look: the best unit
+    of each of the best-ranked chunks, cited where it is printed."""
+    blocks = [
+        context_block(n, passage, passage.text)
+        for n, (passage, _) in enumerate(ranked[: 2 * MAX_RELATED], start=1)
+    ]
+    nearest = choose_lead(query, blocks, min_coverage=0.0, max_supporting=0).related
+    return [
+        _unit_citation(n, scored, MAX_SUPPORTING_WORDS)[1]
+        for n, scored in enumerate(nearest[:MAX_RELATED], start=1)
+    ]
 
 
 #: Reference kinds that name a place in one document (a page, a slide, a figure).

@@ -237,6 +237,11 @@ def test_abstains_below_threshold_without_calling_the_llm() -> None:
     assert out.confidence == pytest.approx(0.9)
     assert out.mode == "llm" and out.citations == []
     assert llm.calls == []
+    # somewhere to look: the nearest passages, each cited where its quote is printed
+    assert out.related and len(out.related) <= 3
+    nearest = out.related[0]
+    assert nearest.chunk_id == "c-rev" and nearest.page_number == 4
+    assert "revenue" in nearest.quote.lower() and nearest.parts
 
 
 def test_abstains_without_candidates_without_calling_the_llm() -> None:
