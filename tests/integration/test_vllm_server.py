@@ -212,21 +212,21 @@ def _quoted_from(quote: str, text: str) -> bool:
 
 
 def _assert_cites_only_given_blocks(response: AnswerResponse) -> None:
-    """Every citation is one of the two :data:`PASSAGES`, at its own number, doc, page, chunk,
-    and every sentence cites only numbers that have a citation."""
-    by_n = {n: passage for n, passage in enumerate(PASSAGES, start=1)}
+    """Every citation is one of the two :data:`PASSAGES` (doc, page, chunk, a verbatim quote),
+    numbered 1, 2, ... by first appearance in the answer, and every sentence cites only numbers
+    that have a citation."""
+    by_chunk = {passage.chunk_id: passage for passage in PASSAGES}
     for citation in response.citations:
-        assert citation.n in by_n, f"citation of block {citation.n}, which was never given"
-        passage = by_n[citation.n]
-        assert (citation.doc_id, citation.page_number, citation.chunk_id) == (
-            passage.doc_id,
-            passage.page_number,
-            passage.chunk_id,
-        )
+        assert citation.chunk_id in by_chunk, f"citation of {citation.chunk_id}: never given"
+        passage = by_chunk[citation.chunk_id]
+        assert (citation.doc_id, citation.page_number) == (passage.doc_id, passage.page_number)
         assert _quoted_from(citation.quote, passage.text), citation.quote
-    numbers = {citation.n for citation in response.citations}
+    numbers = [citation.n for citation in response.citations]
+    assert sorted(numbers) == list(range(1, len(numbers) + 1))
+    first_seen = list(dict.fromkeys(n for s in response.sentences for n in s.citations))
+    assert first_seen == sorted(first_seen)
     for sentence in response.sentences:
-        assert set(sentence.citations) <= numbers
+        assert set(sentence.citations) <= set(numbers)
 
 
 # -- the client against the server -------------------------------------------------------------
@@ -410,9 +410,8 @@ def test_answer_endpoint_end_to_end(
         f"attempts={trace.attempts}",
     )
 
-    for citation in answer.citations:
-        assert 1 <= citation.n <= len(context), f"citation of block {citation.n}: never given"
-        assert citation.chunk_id == context[citation.n - 1]
+    for citation in answer.citations:  # numbered by first appearance, each a block given
+        assert citation.chunk_id in context, f"citation of {citation.chunk_id}: never given"
         assert (citation.doc_id, citation.page_number) == (doc_id, 1)
         assert _quoted_from(citation.quote, page_text), citation.quote
     numbers = [citation.n for citation in answer.citations]
