@@ -75,12 +75,14 @@ from core.types import (
     AnswerToken,
     AnswerTrace,
     AnswerUnit,
+    BBox,
     Candidates,
     ChatMessage,
     Citation,
     Passage,
     Policy,
     Question,
+    QuotePart,
     RetrievalTrace,
     VisionTrace,
     WithheldSentence,
@@ -828,19 +830,7 @@ def _citation(block: ContextBlock, quote: str) -> Citation:
     quote's characters are printed on, with their boxes (:mod:`query.quotes`). An image block's
     has its page, crop box and image URL, and no quote (the model read the image, not a text)."""
     if block.image is not None:
-        return Citation(
-            n=block.n,
-            doc_id=block.doc_id,
-            page_number=block.page_number,
-            chunk_id=block.chunk_id,
-            kind="image",
-            element_ids=list(block.element_ids),
-            bboxes=list(block.bboxes),
-            page_image_url=page_image_url(block.doc_id, block.page_number, list(block.bboxes)),
-            quote="",
-            title=block.title,
-            source_name=block.source_name,
-        )
+        return _cited(block.n, block, block.page_number, block.bboxes, quote="", parts=[])
     found = find_quote(block.text, quote)
     ranges = (found,) if found is not None else ()
     return _quoted(block.n, block, quote, ranges)
@@ -851,16 +841,28 @@ def _quoted(n: int, block: ContextBlock, quote: str, ranges: Sequence[tuple[int,
     parts = quote_parts(block.text, ranges, block.spans, block.page_number, block.bboxes)
     if not ranges:  # not found verbatim: the block's own page, as before spans
         parts = [parts[0].model_copy(update={"text": quote})]
-    first = parts[0]
+    return _cited(n, block, parts[0].page_number, parts[0].bboxes, quote=quote, parts=parts)
+
+
+def _cited(
+    n: int,
+    block: ContextBlock,
+    page: int,
+    boxes: Sequence[BBox],
+    *,
+    quote: str,
+    parts: list[QuotePart],
+) -> Citation:
+    """Citation ``n`` of ``block`` on ``page`` with ``boxes`` (an image block's: its crop)."""
     return Citation(
         n=n,
         doc_id=block.doc_id,
-        page_number=first.page_number,
+        page_number=page,
         chunk_id=block.chunk_id,
-        kind="text",
+        kind="image" if block.image is not None else "text",
         element_ids=list(block.element_ids),
-        bboxes=list(first.bboxes),
-        page_image_url=page_image_url(block.doc_id, first.page_number, list(first.bboxes)),
+        bboxes=list(boxes),
+        page_image_url=page_image_url(block.doc_id, page, list(boxes)),
         quote=quote,
         parts=parts,
         title=block.title,
