@@ -111,7 +111,14 @@ from query.generation import (
     parse_cited_prose,
     with_markers,
 )
-from query.lead import MAX_SUPPORTING_WORDS, Scored, choose_lead, window
+from query.lead import (
+    MAX_RELATED,
+    MAX_SUPPORTING_WORDS,
+    LeadChoice,
+    Scored,
+    choose_lead,
+    window,
+)
 from query.quotes import find_quote, quote_parts
 from query.references import parse_references
 from query.vision import numbered_after, page_image_blocks, vision_wanted
@@ -463,11 +470,7 @@ class AnswerPipeline:
             abstained = self._abstain(
                 trace_id, confidence, choice.reason or "nothing to quote", mode="extractive"
             )
-            related = [
-                _unit_citation(i, scored, MAX_SUPPORTING_WORDS)[1]
-                for i, scored in enumerate(choice.related, start=1)
-            ]
-            return abstained.model_copy(update={"related": related})
+            return abstained.model_copy(update={"related": _related_citations(choice)})
         citations: list[Citation] = []
         units: list[AnswerUnit] = []
         for scored, limit in [
@@ -884,21 +887,21 @@ def _unit_citation(n: int, scored: Scored, max_words: int) -> tuple[AnswerUnit, 
     return answer_unit, _quoted(n, block, quote, ranges)
 
 
-#: Related passages an abstention offers, at most.
-MAX_RELATED = 3
-
-
 def _related(query: str, ranked: Sequence[tuple[Passage, float]]) -> list[Citation]:
     """The nearest passages of an abstention on weak evidence, somewhere to look: the best unit
-    of each of the best-ranked chunks, cited where it is printed."""
+    of each of the best-ranked chunks (:attr:`query.lead.LeadChoice.related`)."""
     blocks = [
         context_block(n, passage, passage.text)
         for n, (passage, _) in enumerate(ranked[: 2 * MAX_RELATED], start=1)
     ]
-    nearest = choose_lead(query, blocks, min_coverage=0.0, max_supporting=0).related
+    return _related_citations(choose_lead(query, blocks, min_coverage=0.0, max_supporting=0))
+
+
+def _related_citations(choice: LeadChoice) -> list[Citation]:
+    """``choice.related`` as citations numbered from 1, each on the page its quote is printed."""
     return [
         _unit_citation(n, scored, MAX_SUPPORTING_WORDS)[1]
-        for n, scored in enumerate(nearest[:MAX_RELATED], start=1)
+        for n, scored in enumerate(choice.related, start=1)
     ]
 
 

@@ -48,6 +48,8 @@ from query.answer_units import (
 )
 from query.context import ContextBlock
 
+#: Related passages an abstention offers, at most.
+MAX_RELATED = 3
 #: Supporting quotes are shorter than the lead.
 MAX_SUPPORTING_WORDS = 30
 
@@ -135,19 +137,22 @@ def choose_lead(
     block_periods = {id(block): periods_in(block.text) for block in blocks}
 
     entity_terms = _entity_terms(query)
-    unit_context = {id(unit): _terms_of(unit.context) for _, unit, _ in units}
+    # What qualifies every unit of a block: its title, file name and section path; and, for a
+    # Japanese question (character bigrams: one sentence rarely holds most of them), the whole
+    # block's text, so whether a passage speaks to the question is judged over all of it.
+    cjk = bool(_CJK.search(query))
+    headings = {
+        id(b): _heading_terms(b) | (_terms_of(b.text) if cjk else frozenset()) for b in blocks
+    }
     scored: list[Scored] = []
-    # A Japanese question's terms are character bigrams: one sentence rarely holds most of
-    # them, so whether a passage speaks to the question is judged over its whole block.
-    by_block = {id(b): _terms_of(b.text) for b in blocks} if _CJK.search(query) else {}
     for (block, unit, rank), own in zip(units, unit_terms, strict=True):
-        context = own | _context_terms(block, unit) | by_block.get(id(block), frozenset())
-        covered = [t for t in terms if t in context]
-        coverage = sum(weight[t] for t in covered) / norm if norm else 1.0
+        header = _terms_of(unit.context)  # a cell's column header
+        context = own | header | headings[id(block)]
+        coverage = sum(weight[t] for t in terms if t in context) / norm
         supplied = (context - own) | entity_terms
         measure = {t: weight[t] for t in terms if t not in supplied} or dict(weight)
         value, strong = _value(unit, kind, query, measure)
-        measured = sum(w for t, w in measure.items() if t in own or t in unit_context[id(unit)])
+        measured = sum(w for t, w in measure.items() if t in own or t in header)
         local = measured / sum(measure.values())
         agreement = _agreement(unit, asked_periods, block_periods[id(block)], equivalents)
         score = 1.0 * local + 0.5 * coverage + 0.3 * agreement
@@ -163,9 +168,9 @@ def choose_lead(
     scored.sort(key=lambda s: (-round(s.score, 9), s.rank, s.unit.position))
     best = scored[0]
     choice.coverage = round(best.coverage, 4)
-    choice.related = _distinct(scored, 3)
+    choice.related = _distinct(scored, MAX_RELATED)
 
-    if norm and best.coverage < min_coverage:
+    if best.coverage < min_coverage:
         absent = ", ".join(f'"{_surface(query, t)}"' for t in best.missing[:3])
         choice.reason = (
             f"no passage covers the question (best coverage {best.coverage:.2f} < "
@@ -256,12 +261,11 @@ def _entity_terms(query: str) -> frozenset[str]:
     return _terms_of(" ".join(m.group(0) for m in _NAME_WORD.finditer(query.strip())))
 
 
-def _context_terms(block: ContextBlock, unit: Unit) -> frozenset[str]:
-    """Terms that qualify ``unit`` without being quoted: the block's title, file name and
-    section path, and a cell's column header."""
+def _heading_terms(block: ContextBlock) -> frozenset[str]:
+    """Terms that qualify every unit of ``block`` without being quoted: its title, file name
+    and section path."""
     stem = (block.source_name or "").rsplit(".", 1)[0]
-    parts = [block.title or "", stem, " ".join(block.section_path), unit.context]
-    return _terms_of(" ".join(parts))
+    return _terms_of(" ".join([block.title or "", stem, " ".join(block.section_path)]))
 
 
 def _value(
