@@ -100,9 +100,12 @@ ui-screenshots: setup
 test-fast: setup
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
+# ruff (style, complexity, security, async), the layer contracts (import-linter:
+# [tool.importlinter] in pyproject.toml, docs/architecture.md) and the Dockerfile.
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/hadolint Dockerfile.gpu
 
 # k8s/ validated offline (no cluster): Kubernetes schemas from kubernetes-validate's wheel,
@@ -111,7 +114,7 @@ lint: setup
 check-k8s: setup
 	$(BIN)/python -m k8s.validate
 
-# Copy services/serve/gpu-cluster.yaml into k8s/rayservice.yaml's serveConfigV2 after editing it.
+# Copy pagesight/entrypoints/serve/gpu-cluster.yaml into k8s/rayservice.yaml's serveConfigV2 after editing it.
 k8s-sync: setup
 	$(BIN)/python -m k8s.sync_serve_config
 

@@ -1,6 +1,6 @@
 """What ``bench/eval_answers.py`` measures of an extractive answer's lead and its quotes (issue 31,
-"Measure it"): pure functions over plain values and :class:`~core.types.AnswerResponse` objects,
-no index and no model, so each rule is unit-tested on hand-made inputs.
+"Measure it"): pure functions over plain values and :class:`~pagesight.core.types.AnswerResponse`
+objects, no index and no model, so each rule is unit-tested on hand-made inputs.
 
 - **The lead** (:func:`lead_of`): ``response.lead`` with the pages of its citations' parts. In
   the baseline (``answer.extractive = "quotes"``) a response may have no ``lead``: its lead is
@@ -431,9 +431,9 @@ class Quote:
 
 
 def quotes_of(response: Any) -> list[Quote]:
-    """Every text quote of ``response`` (an :class:`~core.types.AnswerResponse`): each part of
-    each citation, in ``citations`` and in ``related``; a citation without parts counts as one
-    quote on its ``page_number``. Image citations and empty quotes are left out."""
+    """Every text quote of ``response`` (an :class:`~pagesight.core.types.AnswerResponse`): each
+    part of each citation, in ``citations`` and in ``related``; a citation without parts counts as
+    one quote on its ``page_number``. Image citations and empty quotes are left out."""
     out: list[Quote] = []
     for related, citations in ((False, response.citations), (True, response.related)):
         for citation in citations:

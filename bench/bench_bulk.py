@@ -6,7 +6,8 @@ against a baseline measured on the same machine at the same time:
 
 - ingest: ``LocalStack(...).ingestor.ingest(...)``: one file after the other, each parsed in its
           isolated child, then chunked, embedded and written in this process;
-- bulk:   ``services.bulk_job.run_bulk`` over a JSONL manifest naming the same files (read in
+- bulk:   ``pagesight.services.bulk_job.run_bulk`` over a JSONL manifest naming the same files (read
+in
           place: eval files are never copied), Ray started for the run (its start-up counts).
 
 ``ratio`` = bulk pages/s / ingest pages/s. ``stages`` gives each side's seconds per stage and
@@ -126,9 +127,9 @@ class GpuSampler:
 
 
 def run_ingest(files: list[Path], data_dir: Path) -> dict[str, Any]:
-    from core.settings import Settings
-    from ingestion.ingest import IngestRequest
-    from services.stack import LocalStack
+    from pagesight.core.settings import Settings
+    from pagesight.ingestion.ingest import IngestRequest
+    from pagesight.services.stack import LocalStack
 
     clock = StageClock()
     started = time.perf_counter()
@@ -155,8 +156,8 @@ def run_ingest(files: list[Path], data_dir: Path) -> dict[str, Any]:
 
 
 def run_bulk_side(files: list[Path], data_dir: Path, manifest: Path) -> dict[str, Any]:
-    from core.settings import Settings
-    from services.bulk_job import run_bulk
+    from pagesight.core.settings import Settings
+    from pagesight.services.bulk_job import run_bulk
 
     manifest.write_text(
         "".join(
@@ -209,9 +210,9 @@ def raw_png_pass(files: list[Path], dpi: int) -> dict[str, Any]:
 
 def parse_pass(files: list[Path], root: Path, plain_pages: bool) -> dict[str, Any]:
     """The parse stage in this process (page images stored), pages/s and how pages were read."""
-    from core.settings import Settings
-    from ingestion.pipeline import DocumentParser
-    from ingestion.render import PageImageStore
+    from pagesight.core.settings import Settings
+    from pagesight.ingestion.pipeline import DocumentParser
+    from pagesight.ingestion.render import PageImageStore
 
     settings = Settings(data_dir=root)
     settings.parse.plain_pages = plain_pages
@@ -241,7 +242,7 @@ def parse_pass(files: list[Path], root: Path, plain_pages: bool) -> dict[str, An
 def parse_comparison(files: list[Path], root: Path) -> dict[str, Any]:
     """Born-digital parse against the raw render + PNG + text floor, with the default settings
     and with plain pages read from their fonts (``parse.plain_pages``), all in this run."""
-    from core.settings import Settings
+    from pagesight.core.settings import Settings
 
     raw = raw_png_pass(files, Settings().render.dpi)
     model = parse_pass(files, root / "parse-model", plain_pages=False)

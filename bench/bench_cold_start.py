@@ -1,5 +1,5 @@
 """Cold start of ``pagesight search``: wall time of fresh processes, with and without the
-verified ONNX cache of the text embedder (:mod:`models.onnx_encoder`).
+verified ONNX cache of the text embedder (:mod:`pagesight.models.onnx_encoder`).
 
 Every run is a new ``pagesight search QUERY --route text`` process against a small index (built
 here from two generated sample PDFs unless ``--data-dir`` names one). The text embedder's ONNX
@@ -42,10 +42,10 @@ from typing import Any
 
 #: Modules whose cumulative import time the breakdown reports (when they are imported at all).
 HEAVY = (
-    "services.cli",
-    "core.settings",
-    "services.stack",
-    "index.factory",
+    "pagesight.entrypoints.cli",
+    "pagesight.core.settings",
+    "pagesight.services.stack",
+    "pagesight.index.factory",
     "qdrant_client",
     "torch",
     "transformers",
@@ -54,17 +54,18 @@ HEAVY = (
     "tokenizers",
 )
 
-#: Runs in a child process: the phases of ``pagesight search`` (as services.cli does them).
+#: Runs in a child process: the phases of ``pagesight search`` (as pagesight.entrypoints.cli does
+#: them).
 PHASES = r"""
 import json, sys, time
 marks = {}
 t = time.perf_counter()
-import services.cli  # noqa: F401
+import pagesight.entrypoints.cli  # noqa: F401
 marks["import_cli_s"] = time.perf_counter() - t
 t = time.perf_counter()
-from core.settings import Settings
-from core.types import AccessFilter, RouteName
-from services.stack import LocalStack
+from pagesight.core.settings import Settings
+from pagesight.core.types import AccessFilter, RouteName
+from pagesight.services.stack import LocalStack
 marks["import_stack_s"] = time.perf_counter() - t
 t = time.perf_counter()
 stack = LocalStack(Settings())
@@ -162,12 +163,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def _pagesight() -> list[str]:
     script = Path(sys.executable).with_name("pagesight")
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "services.cli"]
+    return (
+        [str(script)] if script.is_file() else [sys.executable, "-m", "pagesight.entrypoints.cli"]
+    )
 
 
 def _build_index(work: Path, env: dict[str, str]) -> Path:
     """Two generated sample PDFs (prose, table) ingested into ``work/var``."""
-    from ingestion.samples import table_pdf, text_pdf
+    from pagesight.ingestion.samples import table_pdf, text_pdf
 
     pdfs = work / "pdfs"
     pdfs.mkdir()

@@ -4,7 +4,7 @@ On the smoke corpus (ingested into ``--data-dir`` first, idempotently), ``--clie
 clients send ``--requests`` searches in total (route ``text``, top_k 10, the smoke questions in
 turn) to ``/v1/search`` of the Ray Serve application started by this script on this machine;
 then the same searches with the same concurrency are called in-process on
-:class:`services.index_service.IndexService` (threads, no HTTP, no Ray) as the baseline:
+:class:`pagesight.services.index_service.IndexService` (threads, no HTTP, no Ray) as the baseline:
 
 - ``rps``, ``p50_ms``, ``p99_ms``, ``errors``: served, as a client sees it;
 - ``in_process``: the same for the in-process calls;
@@ -45,8 +45,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 if TYPE_CHECKING:
-    from core.settings import ApiKeyRecord
-    from services.app import AppArgs
+    from pagesight.core.settings import ApiKeyRecord
+    from pagesight.entrypoints.serve_app import AppArgs
 
 EVAL = REPO_ROOT.parent / "shared" / "eval"
 TENANT = "eval"  # the tenant bench/eval_retrieval.py indexes the corpus under
@@ -78,8 +78,8 @@ def summarise(latencies_s: list[float], wall_s: float, errors: int) -> dict[str,
 
 
 def ingest(data_dir: Path, pdfs: list[Path]) -> int:
-    from core.settings import Settings
-    from services.stack import LocalStack
+    from pagesight.core.settings import Settings
+    from pagesight.services.stack import LocalStack
 
     with LocalStack(Settings(data_dir=data_dir)) as stack:
         jobs = stack.ingestor.ingest([stack.request(p, tenant=TENANT) for p in pdfs])
@@ -92,11 +92,11 @@ def ingest(data_dir: Path, pdfs: list[Path]) -> int:
 def run_in_process(
     data_dir: Path, questions: list[str], requests: int, clients: int
 ) -> dict[str, Any]:
-    from api.caller import Caller
-    from api.models import SearchRequest
-    from core.settings import Settings
-    from core.types import RouteName
-    from services.index_service import IndexService
+    from pagesight.api.caller import Caller
+    from pagesight.api.models import SearchRequest
+    from pagesight.core.settings import Settings
+    from pagesight.core.types import RouteName
+    from pagesight.services.index_service import IndexService
 
     service = IndexService(Settings(data_dir=data_dir))
     service.warm_up()
@@ -171,7 +171,7 @@ def app_args(
 ) -> AppArgs:
     """The Serve application's arguments for a served run (validated here, before Ray):
     ``query_replicas`` > 0 runs reads in that many Query replicas (``database_url`` needed)."""
-    from services.app import AppArgs, DeploymentResources
+    from pagesight.entrypoints.serve_app import AppArgs, DeploymentResources
 
     settings: dict[str, Any] = {
         "data_dir": str(data_dir),
@@ -195,7 +195,7 @@ def app_args(
 
 def placements() -> tuple[list[str], str]:
     """``AppArgs.index_placement``'s values and default: the choices of ``--index-placement``."""
-    from services.app import AppArgs
+    from pagesight.entrypoints.serve_app import AppArgs
 
     field = AppArgs.model_fields["index_placement"]
     return [str(v) for v in get_args(field.annotation)], str(field.default)
@@ -211,8 +211,8 @@ def run_served(
     query_replicas: int = 0,
     database_url: str | None = None,
 ) -> dict[str, Any]:
-    from gateway.auth import new_key
-    from services.app import run_local, shutdown_local
+    from pagesight.entrypoints.serve_app import run_local, shutdown_local
+    from pagesight.gateway.auth import new_key
 
     key, record = new_key("bench", TENANT)
     with socket.socket() as sock:
@@ -250,8 +250,8 @@ def query_scaling(
     """The Query deployment with 1 replica, then with ``args.query_replicas``, on a throwaway
     PostgreSQL that holds the smoke installation's catalog; ratios of the second to the first
     (and to the index read path, ``index_path``)."""
-    from core.settings import Settings
-    from services.db_migrate import database, migrate_from_sqlite
+    from pagesight.core.settings import Settings
+    from pagesight.services.db_migrate import database, migrate_from_sqlite
     from tests.postgres import running_postgres
 
     with running_postgres() as server:
@@ -313,7 +313,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main() -> None:
     args = parser().parse_args()
-    from gateway.auth import new_key
+    from pagesight.gateway.auth import new_key
 
     # the application's arguments are checked before minutes of ingestion and searches
     app_args(

@@ -2,7 +2,8 @@
 
 What it measures, at each collection size N (pages of 25 x 30 = 750 patch vectors of 128):
 
-- latency of :meth:`index.base.VectorStore.query_two_stage` on :class:`index.edge.EdgeVectorStore`
+- latency of :meth:`pagesight.index.base.VectorStore.query_two_stage` on
+:class:`pagesight.index.edge.EdgeVectorStore`
   (pooled first stage with the access filter inside it, exact MaxSim rerank of ``prefetch``
   pages, top 10) against exact MaxSim over every page in numpy, float32, batched matmul (the
   baseline: for each page, max over its rows of ``q . p``, summed over the query rows). Both
@@ -22,17 +23,19 @@ What it measures, at each collection size N (pages of 25 x 30 = 750 patch vector
 First stages compared (all stored in the same collection, so one build serves all of them):
 
 - ``rows_cols``: mean pooling over patch rows and columns (25 + 30 = 55 vectors, float32),
-  the recipe Qdrant recommends for ColPali (models.pooling.pool_rows_cols);
+  the recipe Qdrant recommends for ColPali (pagesight.models.pooling.pool_rows_cols);
 - ``rows_cols_int8``: the same vectors scored on their scalar int8 codes, not rescored;
-- ``blocks_4x5``: means over a 4 x 5 tiling of the grid (20 vectors, models.pooling.pool_blocks);
+- ``blocks_4x5``: means over a 4 x 5 tiling of the grid (20 vectors,
+pagesight.models.pooling.pool_blocks);
 - ``cascade_q3_4x5`` (what retrieval runs): stage 0 scores 3 k-means centroids of the query
-  rows (models.pooling.query_centroids, computed per query inside the timing) against every
-  page's 4 x 5 blocks and keeps ``--coarse-limit`` pages, the full query ranks those on the same
-  blocks, the exact MaxSim reranks ``prefetch`` (nested prefetches in one engine query).
+  rows (pagesight.models.pooling.query_centroids, computed per query inside the timing) against
+  every page's 4 x 5 blocks and keeps ``--coarse-limit`` pages, the full query ranks those on the
+  same blocks, the exact MaxSim reranks ``prefetch`` (nested prefetches in one engine query).
   ``results`` holds this one; the others are under ``variants``.
 
-The store seals a segment every ``--segment-mb`` of vectors written (index/edge.py; ingestion
-does the same with ``PAGESIGHT_INDEX__SEGMENT_MB``), and a query scans the segments in parallel.
+The store seals a segment every ``--segment-mb`` of vectors written (pagesight/index/edge.py;
+ingestion does the same with ``PAGESIGHT_INDEX__SEGMENT_MB``), and a query scans the segments in
+parallel.
 
 Synthetic but structured data (no model weights here): a page is a guillotine split of its
 grid into 3-8 rectangular regions; each region takes a "content kind" from a shared vocabulary
@@ -71,11 +74,11 @@ import numpy.typing as npt
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from core.settings import IndexOptions, RetrievalOptions  # noqa: E402
-from core.types import EVERYONE, AccessFilter  # noqa: E402
-from index.base import IndexPoint, IndexSchema, MultiVectorSpec  # noqa: E402
-from index.edge import SHARD_DIR, EdgeVectorStore  # noqa: E402
-from models.pooling import (  # noqa: E402
+from pagesight.core.settings import IndexOptions, RetrievalOptions  # noqa: E402
+from pagesight.core.types import EVERYONE, AccessFilter  # noqa: E402
+from pagesight.index.base import IndexPoint, IndexSchema, MultiVectorSpec  # noqa: E402
+from pagesight.index.edge import SHARD_DIR, EdgeVectorStore  # noqa: E402
+from pagesight.models.pooling import (  # noqa: E402
     ROWS_COLS,
     l2_normalise,
     pool_blocks,
@@ -639,7 +642,7 @@ def main(argv: list[str] | None = None) -> int:
             "a persistent index directory: built there (and kept) when absent, reopened by a "
             "later run with the same seed, schema and (single, final) size, whose load numbers "
             "are then the build's; the pages are regenerated for the exact baseline either way. "
-            "Delete it after changing how index/edge.py stores vectors"
+            "Delete it after changing how pagesight/index/edge.py stores vectors"
         ),
     )
     args = parser.parse_args(argv)

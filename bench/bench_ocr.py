@@ -43,8 +43,8 @@ import numpy as np
 import pymupdf
 from PIL import Image
 
-from core.settings import RapidOcrOptions, TesseractOptions
-from ingestion.ocr import OcrEngine, build_ocr_engine
+from pagesight.core.settings import RapidOcrOptions, TesseractOptions
+from pagesight.ingestion.ocr import OcrEngine, build_ocr_engine
 
 DEFAULT_EVAL_DIR = Path(__file__).resolve().parents[2] / "shared" / "eval"
 

@@ -57,10 +57,10 @@ def raw_pass(paths: list[Path], dpi: int, png: bool = False) -> tuple[int, float
 
 
 def _parse_pass(paths: list[Path], data_dir: Path) -> tuple[int, int, int, float]:
-    from core.settings import Settings
-    from ingestion.chunk import Chunker
-    from ingestion.pipeline import DocumentParser
-    from ingestion.render import PageImageStore
+    from pagesight.core.settings import Settings
+    from pagesight.ingestion.chunk import Chunker
+    from pagesight.ingestion.pipeline import DocumentParser
+    from pagesight.ingestion.render import PageImageStore
 
     settings = Settings(data_dir=data_dir)
     parser = DocumentParser(settings, PageImageStore(settings.page_image_dir, settings.render))
@@ -76,8 +76,8 @@ def _parse_pass(paths: list[Path], data_dir: Path) -> tuple[int, int, int, float
 
 
 def _ingest_pass(paths: list[Path], data_dir: Path) -> tuple[int, float]:
-    from core.settings import Settings
-    from services.stack import LocalStack
+    from pagesight.core.settings import Settings
+    from pagesight.services.stack import LocalStack
 
     with LocalStack(Settings(data_dir=data_dir)) as stack:
         stack.embedder.warm_up()

@@ -2,7 +2,7 @@
 
 Ingests the subset's PDFs and the documents of every unanswerable question (the "unanswerable"
 set is all of them, whatever the subset; none without ``--unanswerable``), then asks each
-question through the same :class:`~services.index_service.IndexService` code path
+question through the same :class:`~pagesight.services.index_service.IndexService` code path
 ``POST /v1/answer`` runs, with the retrieval scoped to exactly those documents. Scored (see
 ../shared/eval/README.md):
 
@@ -76,7 +76,7 @@ answers are sentences: they resolve to Str, so its lead values score by ANLS and
 printable; read its ``answered_with_evidence_rate`` and ``lead_evidence_rate``.
 
 ``--crag on`` grades the candidates and corrects the search once before answering
-(``query.corrective``); run it with ``on`` and ``off`` to compare on the same questions.
+(``pagesight.query.corrective``); run it with ``on`` and ``off`` to compare on the same questions.
 ``--data-dir`` keeps the index between runs (unchanged files are not parsed again) and may hold
 more documents than the run uses: retrieval is filtered to the run's documents inside the
 engine. ``--llm-url`` answers with an OpenAI-compatible server (vLLM) instead of extractively;
@@ -452,11 +452,11 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
 
-    from core.errors import PageSightError
-    from core.settings import Settings
-    from core.types import AccessFilter, Question, SearchFilters
-    from services.engine import build_answer_pipeline
-    from services.stack import LocalStack
+    from pagesight.core.errors import PageSightError
+    from pagesight.core.settings import Settings
+    from pagesight.core.types import AccessFilter, Question, SearchFilters
+    from pagesight.services.engine import build_answer_pipeline
+    from pagesight.services.stack import LocalStack
 
     all_docs = sorted(p.name for p in args.pdfs.glob("*.pdf"))
     subset_docs = set(all_docs)

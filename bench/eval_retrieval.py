@@ -151,7 +151,7 @@ def page_texts(paths: dict[str, Path], stack: Any) -> dict[tuple[str, int], str]
 
 # -- run -------------------------------------------------------------------------------------
 
-#: The fusion routes that follow the document's structure (query.structure_search).
+#: The fusion routes that follow the document's structure (pagesight.query.structure_search).
 STRUCTURE_ROUTES = ("page", "reference", "statement", "section")
 
 
@@ -198,8 +198,8 @@ def parse_cache_fingerprint(settings: Any) -> str:
 def cached_parse(cache_dir: Path, fingerprint: str) -> Any:
     """The isolated parse, memoised on disk by (file bytes, parser fingerprint): re-running
     the evaluation after a change to chunking, indexing or retrieval re-parses nothing."""
-    from core.types import ParsedDocument
-    from ingestion.isolation import parse_isolated
+    from pagesight.core.types import ParsedDocument
+    from pagesight.ingestion.isolation import parse_isolated
 
     def parse(path: Path, settings: Any, source: Any = None, progress: Any = None) -> Any:
         key = hashlib.sha256(path.read_bytes()).hexdigest()[:24]
@@ -253,9 +253,9 @@ def main() -> None:
     args = ap.parse_args()
 
     from bench.structural_refs import has_structural_reference
-    from core.settings import Settings
-    from core.types import AccessFilter, RouteName
-    from services.stack import LocalStack
+    from pagesight.core.settings import Settings
+    from pagesight.core.types import AccessFilter, RouteName
+    from pagesight.services.stack import LocalStack
 
     routes = [RouteName(r.strip()) for r in args.route.split(",") if r.strip()]
     if args.subset:

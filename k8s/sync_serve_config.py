@@ -1,4 +1,5 @@
-"""Copy services/serve/gpu-cluster.yaml into k8s/rayservice.yaml's serveConfigV2 (`make k8s-sync`).
+"""Copy pagesight/entrypoints/serve/gpu-cluster.yaml into k8s/rayservice.yaml's serveConfigV2 (`make
+k8s-sync`).
 
 The Serve config lives in one file (`pagesight serve --config` and the image read it), but KubeRay
 takes it only inline, as the RayService's `serveConfigV2` string. This rewrites that block scalar
@@ -15,7 +16,7 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 MANIFEST = HERE / "rayservice.yaml"
-SERVE_CONFIG = HERE.parent / "services" / "serve" / "gpu-cluster.yaml"
+SERVE_CONFIG = HERE.parent / "pagesight" / "entrypoints" / "serve" / "gpu-cluster.yaml"
 KEY = "serveConfigV2:"
 
 

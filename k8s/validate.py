@@ -5,9 +5,9 @@ applies these files. Core kinds are validated by kubernetes-validate against the
 OpenAPI schemas its wheel ships (strict: unknown fields fail; no network). KubeRay's kinds have
 no schema there: they are validated by the one written down from KubeRay's CRDs in
 k8s/schemas/, and each of their pod templates as a core PodTemplate. Then what ties the files
-together: the RayService serves services/serve/gpu-cluster.yaml, the kustomization lists the
-stack, every pod template carries the labels the NetworkPolicies select on, every container
-asks for resources, and the PageSight image has one tag everywhere.
+together: the RayService serves pagesight/entrypoints/serve/gpu-cluster.yaml, the kustomization
+lists the stack, every pod template carries the labels the NetworkPolicies select on, every
+container asks for resources, and the PageSight image has one tag everywhere.
 
     python -m k8s.validate [DIR] [--serve-config FILE] [--kubernetes-version 1.33]
 """
@@ -27,12 +27,12 @@ import kubernetes_validate
 import yaml
 
 HERE = Path(__file__).resolve().parent
-SERVE_CONFIG = HERE.parent / "services" / "serve" / "gpu-cluster.yaml"
+SERVE_CONFIG = HERE.parent / "pagesight" / "entrypoints" / "serve" / "gpu-cluster.yaml"
 RAY_SCHEMA = HERE / "schemas" / "ray.io_v1.schema.yaml"
 # The oldest Kubernetes the manifests are meant for: fields added after it fail here.
 KUBERNETES_VERSION = "1.33"
 APP_IMAGE = "ghcr.io/pagesight/pagesight-gpu"
-IMPORT_PATH = "services.app:build_app"
+IMPORT_PATH = "pagesight.entrypoints.serve_app:build_app"
 PART_OF = "app.kubernetes.io/part-of"
 NAME = "app.kubernetes.io/name"
 # Manifests the kustomization leaves out on purpose (see kustomization.yaml's header).

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from core.settings import Settings
+from pagesight.core.settings import Settings
 
 if TYPE_CHECKING:
-    from services.stack import LocalStack
+    from pagesight.services.stack import LocalStack
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OMP_THREAD_LIMIT", "1")
@@ -51,7 +51,7 @@ def ingested_pages(
 ) -> Iterator[tuple[LocalStack, str]]:
     """A local stack under ``root`` holding ``pages`` of the eval PDF ``source`` (as one new
     document), and its doc id; the test is skipped when the eval corpus lacks the file."""
-    from services.stack import LocalStack
+    from pagesight.services.stack import LocalStack
 
     path = eval_dir / "pdfs" / source
     if not path.is_file():

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from core.types import (
+from pagesight.core.types import (
     AccessFilter,
     Candidates,
     ChatMessage,
@@ -19,7 +19,7 @@ from core.types import (
 
 
 class ScriptedChat:
-    """A :class:`core.protocols.ChatModel` that replies from a script: ``pick(messages,
+    """A :class:`pagesight.core.protocols.ChatModel` that replies from a script: ``pick(messages,
     schema_name)`` gives a parsed JSON reply, an exception to raise, or a callable of the
     messages giving either. Every call is recorded (thread-safe: CRAG grades in parallel)."""
 
@@ -96,7 +96,7 @@ class ScriptedChat:
 
 
 class TableSearch:
-    """The candidate search (:data:`query.answer.CandidateSearch`) answered from a table.
+    """The candidate search (:data:`pagesight.query.answer.CandidateSearch`) answered from a table.
 
     A call looks up ``(query, route, n)``, then ``(query, route)``, then ``query`` (with its
     whitespace collapsed: a rewritten query may differ from the table's only in spaces), else

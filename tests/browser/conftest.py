@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from core.settings import AnswerOptions, GatewayOptions, LlmOptions, Settings
-from gateway.auth import new_key
-from services.index_service import IndexService
+from pagesight.core.settings import AnswerOptions, GatewayOptions, LlmOptions, Settings
+from pagesight.gateway.auth import new_key
+from pagesight.services.index_service import IndexService
 from tests.asgi_server import serving
 from tests.conftest import REPO_ROOT
 from tests.openai_stub import Script, scripted_server

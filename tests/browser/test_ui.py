@@ -21,11 +21,11 @@ from typing import Any
 import httpx
 import pytest
 
-from api.caller import Caller
-from core.types import JobState, RouteName
-from ingestion import samples
-from query.generation import ABSTAIN_TEXT
-from services.index_service import IndexService
+from pagesight.api.caller import Caller
+from pagesight.core.types import JobState, RouteName
+from pagesight.ingestion import samples
+from pagesight.query.generation import ABSTAIN_TEXT
+from pagesight.services.index_service import IndexService
 from tests.browser.conftest import DESKTOP, KEY_A, KEY_B, NARROW
 from tests.conftest import extract_pages
 from tests.openai_stub import Script, Step

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from qdrant_client import QdrantClient
 
-from core.errors import ErrorCode, PageSightError
-from core.settings import IndexOptions, Settings
-from core.types import AccessFilter
-from index.base import DenseVectorSpec, IndexSchema, VectorStore
-from index.edge import EdgeVectorStore
-from index.factory import (
+from pagesight.core.errors import ErrorCode, PageSightError
+from pagesight.core.settings import IndexOptions, Settings
+from pagesight.core.types import AccessFilter
+from pagesight.index.base import DenseVectorSpec, IndexSchema, VectorStore
+from pagesight.index.edge import EdgeVectorStore
+from pagesight.index.factory import (
     CollectionManager,
     EdgeCollectionManager,
     QdrantCollectionManager,

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import ErrorCode, PageSightError, Stage
-from core.settings import ApiKeyRecord, GatewayOptions, Settings
-from gateway.auth import KeyRing, hash_key, new_key, open_key_store
-from store.key_stores import FileKeyStore, KeyStore
+from pagesight.core.errors import ErrorCode, PageSightError, Stage
+from pagesight.core.settings import ApiKeyRecord, GatewayOptions, Settings
+from pagesight.gateway.auth import KeyRing, hash_key, new_key, open_key_store
+from pagesight.store.key_stores import FileKeyStore, KeyStore
 
 BACKENDS = ["file", "postgres"]
 
@@ -34,7 +34,7 @@ def replicas(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Replica
         def make() -> KeyStore:
             return FileKeyStore(path)
     else:
-        from store.key_store_postgres import PostgresKeyStore
+        from pagesight.store.key_store_postgres import PostgresKeyStore
 
         url: str = request.getfixturevalue("postgres_url")
 
@@ -224,7 +224,7 @@ def test_keys_without_a_database_stay_in_the_file(tmp_path: Path) -> None:
 def test_with_a_database_the_gateway_reads_postgres_env_and_file(
     postgres_url: str, tmp_path: Path
 ) -> None:
-    from store.key_store_postgres import PostgresKeyStore
+    from pagesight.store.key_store_postgres import PostgresKeyStore
 
     env_key, env_record = new_key("env", "t-env")
     file_key, file_record = new_key("file", "t-file")

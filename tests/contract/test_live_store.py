@@ -1,13 +1,13 @@
-"""A store that follows its index's alias (``index.live``), on both backends: a promote or a
-rollback is picked up without a restart, an old version closes once its last call ends, and a
+"""A store that follows its index's alias (``pagesight.index.live``), on both backends: a promote or
+a rollback is picked up without a restart, an old version closes once its last call ends, and a
 version the store cannot serve (another schema) never fails a call."""
 
 from __future__ import annotations
 
 import pytest
 
-from index.factory import CollectionManager
-from index.live import LiveStore
+from pagesight.index.factory import CollectionManager
+from pagesight.index.live import LiveStore
 from tests.contract.test_collections import NAME, NEW_SCHEMA, fill, manager, texts
 from tests.contract.test_vector_store import SCHEMA
 

@@ -1,4 +1,4 @@
-"""The OpenAI-compatible chat client (:mod:`models.llm`) against a scripted server.
+"""The OpenAI-compatible chat client (:mod:`pagesight.models.llm`) against a scripted server.
 
 The server (tests/openai_stub.py) runs for the module. Each test queues the answers it wants
 (:class:`Step`: a status, a body or a reply text, headers, a delay, stream chunks) and reads back
@@ -21,10 +21,10 @@ import openai
 import pytest
 from pydantic import SecretStr
 
-from core.errors import ErrorCode, PageSightError, Stage
-from core.settings import LlmOptions
-from core.types import ChatMessage
-from models.llm import LlmError, MalformedOutput, OpenAiChatClient
+from pagesight.core.errors import ErrorCode, PageSightError, Stage
+from pagesight.core.settings import LlmOptions
+from pagesight.core.types import ChatMessage
+from pagesight.models.llm import LlmError, MalformedOutput, OpenAiChatClient
 from tests.openai_stub import Script, Step, scripted_server
 
 MODEL = "qwen2.5-7b-instruct"

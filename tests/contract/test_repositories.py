@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import ErrorCode
-from core.protocols import CatalogRepository, TraceRepository
-from core.settings import Settings
-from core.types import (
+from pagesight.core.errors import ErrorCode
+from pagesight.core.protocols import CatalogRepository, TraceRepository
+from pagesight.core.settings import Settings
+from pagesight.core.types import (
     AuditEntry,
     Document,
     DocumentStructure,
@@ -30,8 +30,8 @@ from core.types import (
     RouteName,
     StructurePage,
 )
-from store.catalog import open_catalog
-from store.traces import open_traces
+from pagesight.store.catalog import open_catalog
+from pagesight.store.traces import open_traces
 
 BACKENDS = ["sqlite", "postgres"]
 
@@ -148,8 +148,8 @@ def test_traces_are_per_tenant_and_purged_with_their_documents(traces: TraceRepo
 
 def test_the_backend_is_the_one_named(settings: Settings, catalog: CatalogRepository) -> None:
     """Guards the rest: a PostgreSQL run that quietly fell back to SQLite would pass them all."""
-    from store.catalog import Catalog
-    from store.traces import TraceStore
+    from pagesight.store.catalog import Catalog
+    from pagesight.store.traces import TraceStore
 
     postgres = settings.database_url is not None
     assert isinstance(catalog, Catalog) is not postgres
@@ -310,7 +310,7 @@ def test_sqlite_catalog_gains_claim_columns(tmp_path: Path) -> None:
     """A catalog file written before claims existed opens, keeps its jobs and claims them."""
     import sqlite3
 
-    from store.catalog import Catalog
+    from pagesight.store.catalog import Catalog
 
     path = tmp_path / "catalog.sqlite3"
     old = Catalog(path)

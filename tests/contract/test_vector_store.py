@@ -21,10 +21,10 @@ import numpy as np
 import pytest
 from qdrant_client import QdrantClient
 
-from core.errors import ErrorCode, PageSightError
-from core.ids import point_id
-from core.types import EVERYONE, AccessFilter, SparseVector
-from index.base import (
+from pagesight.core.errors import ErrorCode, PageSightError
+from pagesight.core.ids import point_id
+from pagesight.core.types import EVERYONE, AccessFilter, SparseVector
+from pagesight.index.base import (
     DenseVectorSpec,
     IndexPoint,
     IndexSchema,
@@ -34,10 +34,10 @@ from index.base import (
     VectorStore,
     pooled_vector_name,
 )
-from index.edge import EdgeVectorStore
-from index.forwarded import ForwardedVectorStore, read_primitive
-from index.qdrant_server import QdrantServerStore
-from models.pooling import pool_rows_cols, query_centroids
+from pagesight.index.edge import EdgeVectorStore
+from pagesight.index.forwarded import ForwardedVectorStore, read_primitive
+from pagesight.index.qdrant_server import QdrantServerStore
+from pagesight.models.pooling import pool_rows_cols, query_centroids
 
 DIM = 8
 MV_DIM = 4
@@ -711,8 +711,8 @@ class TestEdgeVectorStore(VectorStoreContract):
         script = textwrap.dedent(
             f"""
             from pathlib import Path
-            from core.errors import PageSightError
-            from index.edge import EdgeVectorStore
+            from pagesight.core.errors import PageSightError
+            from pagesight.index.edge import EdgeVectorStore
             try:
                 EdgeVectorStore.open(Path({str(store.path)!r}))
             except PageSightError as exc:

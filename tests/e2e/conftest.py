@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.auth import new_key
-from gateway.client import PageSightClient
+from pagesight.gateway.auth import new_key
+from pagesight.gateway.client import PageSightClient
 from tests.asgi_server import free_port
 from tests.postgres import PostgresServer
 
@@ -43,9 +43,9 @@ def serve_app(
     tmp_path_factory: pytest.TempPathFactory, postgres_server: PostgresServer
 ) -> Iterator[RunningApp]:
     pytest.importorskip("ray.serve")
-    from core.settings import Settings
-    from services.app import AppArgs, run_local, shutdown_local
-    from store.key_store_postgres import PostgresKeyStore
+    from pagesight.core.settings import Settings
+    from pagesight.entrypoints.serve_app import AppArgs, run_local, shutdown_local
+    from pagesight.store.key_store_postgres import PostgresKeyStore
 
     data_dir = tmp_path_factory.mktemp("serve") / "var"
     database_url = postgres_server.url(postgres_server.new_database())

@@ -1,9 +1,9 @@
 """The cluster profile on one machine: two Ray nodes, the cluster Serve config, PostgreSQL.
 
 A Ray head and a second Ray node are started with ``ray start`` (token authentication on, as a
-cluster runs it), and ``pagesight serve`` deploys ``services/serve/gpu-cluster.yaml`` onto them
-with the changes one machine needs (:func:`one_machine`): CPU shares that fit two cores, no GPU,
-the embedded index (so the two Query replicas read it through the index service), the test's
+cluster runs it), and ``pagesight serve`` deploys ``pagesight/entrypoints/serve/gpu-cluster.yaml``
+onto them with the changes one machine needs (:func:`one_machine`): CPU shares that fit two cores,
+no GPU, the embedded index (so the two Query replicas read it through the index service), the test's
 PostgreSQL for catalog, jobs, traces and keys, and a scripted OpenAI server for the answer LLM.
 Then a document goes through ingest → search → answer → delete through the gateway.
 """
@@ -29,10 +29,10 @@ from typing import Any
 import pytest
 import yaml
 
-from core.types import AnswerResponse, JobState
-from gateway.auth import new_key
-from gateway.client import PageSightClient
-from ingestion import samples
+from pagesight.core.types import AnswerResponse, JobState
+from pagesight.gateway.auth import new_key
+from pagesight.gateway.client import PageSightClient
+from pagesight.ingestion import samples
 from tests.asgi_server import free_port
 from tests.openai_stub import Script, Step, scripted_server
 from tests.postgres import PostgresServer
@@ -150,8 +150,8 @@ def cluster(
     tmp_path_factory: pytest.TempPathFactory, postgres_server: PostgresServer
 ) -> Iterator[Cluster]:
     pytest.importorskip("ray.serve")
-    from core.settings import Settings
-    from store.key_store_postgres import PostgresKeyStore
+    from pagesight.core.settings import Settings
+    from pagesight.store.key_store_postgres import PostgresKeyStore
 
     root = tmp_path_factory.mktemp("cluster")
     data_dir = root / "var"

@@ -11,10 +11,10 @@ import openai
 import pytest
 from PIL import Image
 
-from core.types import AnswerResponse, AnswerToken, JobState
-from gateway.client import ApiError
-from ingestion import samples
-from query.generation import render_cited
+from pagesight.core.types import AnswerResponse, AnswerToken, JobState
+from pagesight.gateway.client import ApiError
+from pagesight.ingestion import samples
+from pagesight.query.generation import render_cited
 from tests.e2e.conftest import MAX_UPLOAD, RunningApp
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -48,8 +48,8 @@ def test_upload_search_page_image_delete(serve_app: RunningApp, tmp_path: Path) 
 
 def _assert_state_in_postgres(app: RunningApp, doc_id: str, job_id: str) -> None:
     """The replicas wrote the catalog to PostgreSQL, not to SQLite files under data_dir."""
-    from core.settings import Settings
-    from store.catalog import open_catalog
+    from pagesight.core.settings import Settings
+    from pagesight.store.catalog import open_catalog
 
     catalog = open_catalog(Settings(data_dir=app.data_dir, database_url=app.database_url))
     try:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ingestion import samples
+from pagesight.ingestion import samples
 
 
 @pytest.fixture()

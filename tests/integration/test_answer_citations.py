@@ -12,11 +12,11 @@ from pathlib import Path
 import pymupdf
 import pytest
 
-from core.ids import point_id
-from core.settings import Settings
-from core.types import AccessFilter, AnswerResponse, Question, RouteName
-from services.engine import build_answer_pipeline
-from services.stack import LocalStack
+from pagesight.core.ids import point_id
+from pagesight.core.settings import Settings
+from pagesight.core.types import AccessFilter, AnswerResponse, Question, RouteName
+from pagesight.services.engine import build_answer_pipeline
+from pagesight.services.stack import LocalStack
 from tests.conftest import extract_pages
 
 pytestmark = pytest.mark.integration

@@ -23,10 +23,10 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from openai.types.chat import ChatCompletionMessageParam
 
-from api.caller import Caller
-from api.models import AnswerRequest
-from core.settings import AnswerOptions, GatewayOptions, LlmOptions, Settings
-from core.types import (
+from pagesight.api.caller import Caller
+from pagesight.api.models import AnswerRequest
+from pagesight.core.settings import AnswerOptions, GatewayOptions, LlmOptions, Settings
+from pagesight.core.types import (
     AccessFilter,
     AnswerResponse,
     AnswerToken,
@@ -35,15 +35,15 @@ from core.types import (
     JobState,
     Passage,
 )
-from gateway.app import build_app
-from gateway.auth import KeyRing, new_key
-from gateway.backend import ServiceClient
-from gateway.client import ApiError, PageSightClient
-from ingestion import samples
-from models.reranker import FusedScoreRanker
-from query.answer import AnsweredQuery, AnswerPipeline
-from query.generation import ABSTAIN_TEXT, parse_cited_prose, render_cited, with_markers
-from services.index_service import IndexService
+from pagesight.gateway.app import build_app
+from pagesight.gateway.auth import KeyRing, new_key
+from pagesight.gateway.backend import ServiceClient
+from pagesight.gateway.client import ApiError, PageSightClient
+from pagesight.ingestion import samples
+from pagesight.models.reranker import FusedScoreRanker
+from pagesight.query.answer import AnsweredQuery, AnswerPipeline
+from pagesight.query.generation import ABSTAIN_TEXT, parse_cited_prose, render_cited, with_markers
+from pagesight.services.index_service import IndexService
 from tests.asgi_server import serving
 from tests.openai_stub import Script, Step, scripted_server, sse_events
 

@@ -26,8 +26,8 @@ import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
 
-from core.types import AnswerResponse, AnswerToken
-from services.index_service import IndexService
+from pagesight.core.types import AnswerResponse, AnswerToken
+from pagesight.services.index_service import IndexService
 from tests.integration.test_answer_stream import (  # noqa: F401 (fixtures)
     FACT,
     KEY_A,

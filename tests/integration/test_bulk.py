@@ -17,11 +17,11 @@ from pathlib import Path
 import pymupdf
 import pytest
 
-from core.settings import Settings
-from core.types import JobState
-from ingestion import samples
-from services.stack import LocalStack
-from store.catalog import Catalog
+from pagesight.core.settings import Settings
+from pagesight.core.types import JobState
+from pagesight.ingestion import samples
+from pagesight.services.stack import LocalStack
+from pagesight.store.catalog import Catalog
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -39,7 +39,7 @@ def _env(data_dir: Path, **extra: str) -> dict[str, str]:
 
 
 def _bulk(source: Path, data_dir: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "services.cli", "bulk", str(source), *args]
+    return [sys.executable, "-m", "pagesight.entrypoints.cli", "bulk", str(source), *args]
 
 
 def _six_pdfs(folder: Path) -> Path:
@@ -242,7 +242,7 @@ def test_refused_while_another_process_owns_the_index(tmp_path: Path) -> None:
 
 
 def test_each_parse_task_keeps_its_layout_model_to_its_own_cpus(tmp_path: Path) -> None:
-    from ingestion.bulk import ParseStage
+    from pagesight.ingestion.bulk import ParseStage
 
     settings = Settings(data_dir=tmp_path)
     settings.bulk.parse_cpus = 2.0

@@ -10,10 +10,10 @@ from pathlib import Path
 import pymupdf
 import pytest
 
-from core.settings import Settings
-from core.types import ATOMIC_KINDS, BBox, Chunk
-from ingestion.chunk import Chunker
-from ingestion.pipeline import DocumentParser
+from pagesight.core.settings import Settings
+from pagesight.core.types import ATOMIC_KINDS, BBox, Chunk
+from pagesight.ingestion.chunk import Chunker
+from pagesight.ingestion.pipeline import DocumentParser
 from tests.conftest import extract_pages
 
 pytestmark = pytest.mark.integration

@@ -28,9 +28,9 @@ import pymupdf
 import pytest
 from typer.testing import CliRunner, Result
 
-from core.errors import PageSightError
-from core.settings import GatewayOptions, Settings, VisualEmbedderOptions
-from core.types import (
+from pagesight.core.errors import PageSightError
+from pagesight.core.settings import GatewayOptions, Settings, VisualEmbedderOptions
+from pagesight.core.types import (
     AnswerResponse,
     AnswerSentence,
     AnswerUnit,
@@ -41,12 +41,12 @@ from core.types import (
     JobStatus,
     QuotePart,
 )
-from gateway.auth import KeyRing, new_key
-from ingestion import samples
-from services import cli as cli_module
-from services.cli import _job_line, app
-from store.catalog import Catalog
-from store.key_stores import FileKeyStore
+from pagesight.entrypoints import cli as cli_module
+from pagesight.entrypoints.cli import _job_line, app
+from pagesight.gateway.auth import KeyRing, new_key
+from pagesight.ingestion import samples
+from pagesight.store.catalog import Catalog
+from pagesight.store.key_stores import FileKeyStore
 from tests.asgi_server import free_port, serving
 from tests.serving import gateway_app, warm_service
 
@@ -1066,7 +1066,7 @@ def test_library_warnings_print_one_line_without_their_traceback(
     import contextlib
     import logging
 
-    import services.cli
+    import pagesight.entrypoints.cli
 
     @contextlib.contextmanager
     def noisy_session(*_args: object, **_kwargs: object) -> Iterator[object]:
@@ -1081,7 +1081,7 @@ def test_library_warnings_print_one_line_without_their_traceback(
 
         yield type("Session", (), {"backend": Backend(), "caller": None})()
 
-    monkeypatch.setattr(services.cli, "_session", noisy_session)
+    monkeypatch.setattr(pagesight.entrypoints.cli, "_session", noisy_session)
     result = cli(["jobs"], local)
     assert result.exit_code == 0, result.output
     assert "warning: cache ignored" in result.stderr

@@ -19,15 +19,15 @@ from typing import Any
 
 import pytest
 
-from api.caller import Caller
-from api.models import AnswerRequest
-from core.settings import AnswerOptions, CorrectiveOptions, LlmOptions, Settings
-from core.types import AccessFilter, Grade, Passage, RouteName
-from ingestion import samples
-from models.llm import OpenAiChatClient
-from models.reranker import FusedScoreRanker
-from query.answer import AnswerPipeline
-from query.corrective import (
+from pagesight.api.caller import Caller
+from pagesight.api.models import AnswerRequest
+from pagesight.core.settings import AnswerOptions, CorrectiveOptions, LlmOptions, Settings
+from pagesight.core.types import AccessFilter, Grade, Passage, RouteName
+from pagesight.ingestion import samples
+from pagesight.models.llm import OpenAiChatClient
+from pagesight.models.reranker import FusedScoreRanker
+from pagesight.query.answer import AnswerPipeline
+from pagesight.query.corrective import (
     GRADE_SCHEMA_NAME,
     REWRITE_SCHEMA_NAME,
     CorrectiveRetrieval,
@@ -35,8 +35,8 @@ from query.corrective import (
     LlmRewriter,
     build_corrective,
 )
-from query.generation import ABSTAIN_TEXT
-from services.index_service import IndexService
+from pagesight.query.generation import ABSTAIN_TEXT
+from pagesight.services.index_service import IndexService
 from tests.fakes import TableSearch
 from tests.openai_stub import Script, Step, scripted_server
 

@@ -27,17 +27,17 @@ import psycopg
 import pytest
 from typer.testing import CliRunner, Result
 
-from core.keys_file import load_records
-from core.settings import Settings, VisualEmbedderOptions
-from core.types import AccessFilter, AuditEntry, JobState, RetrievalTrace, RouteName
-from gateway.auth import new_key
-from ingestion.ingest import IngestRequest
-from services.cli import app
-from services.db_migrate import TABLES, MigrationReport
-from store.catalog import Catalog
-from store.key_stores import FileKeyStore
-from store.postgres import head_revision
-from store.traces import TraceStore
+from pagesight.core.keys_file import load_records
+from pagesight.core.settings import Settings, VisualEmbedderOptions
+from pagesight.core.types import AccessFilter, AuditEntry, JobState, RetrievalTrace, RouteName
+from pagesight.entrypoints.cli import app
+from pagesight.gateway.auth import new_key
+from pagesight.ingestion.ingest import IngestRequest
+from pagesight.services.db_migrate import TABLES, MigrationReport
+from pagesight.store.catalog import Catalog
+from pagesight.store.key_stores import FileKeyStore
+from pagesight.store.postgres import head_revision
+from pagesight.store.traces import TraceStore
 from tests.postgres import PostgresServer
 
 pytestmark = pytest.mark.integration
@@ -235,7 +235,7 @@ def installation(eval_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> In
     """An embedded installation with every kind of state: the smoke corpus ingested into two
     tenants, one document deleted, audit entries of both tenants interleaved, traces of real
     searches (one trace id used by both tenants), and keys, one revoked."""
-    from services.stack import LocalStack
+    from pagesight.services.stack import LocalStack
 
     names = json.loads((eval_dir / "subsets.json").read_text())["smoke"]
     paths = [eval_dir / "pdfs" / name for name in names]

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from core.settings import GatewayOptions
-from gateway.app import build_app
-from gateway.auth import KeyRing
-from gateway.backend import ServiceClient
+from pagesight.core.settings import GatewayOptions
+from pagesight.gateway.app import build_app
+from pagesight.gateway.auth import KeyRing
+from pagesight.gateway.backend import ServiceClient
 
 pytestmark = pytest.mark.integration
 

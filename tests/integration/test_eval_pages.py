@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from core.settings import Settings
-from core.types import ElementKind, ParsedDocument
-from ingestion.pipeline import DocumentParser
+from pagesight.core.settings import Settings
+from pagesight.core.types import ElementKind, ParsedDocument
+from pagesight.ingestion.pipeline import DocumentParser
 from tests.conftest import extract_pages
 
 pytestmark = pytest.mark.integration

@@ -42,18 +42,18 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from api.protocols import IndexBackend
-from core.errors import ErrorCode, PageSightError, Stage
-from core.settings import GatewayOptions, Settings
-from core.types import ParsedDocument
-from gateway.app import build_app
-from gateway.auth import KeyRing, new_key
-from gateway.backend import ServiceClient
-from ingestion import samples
-from ingestion.isolation import parse_isolated
-from ingestion.pipeline import SourceInfo
-from ingestion.sources import detect_format
-from services.index_service import IndexService
+from pagesight.api.protocols import IndexBackend
+from pagesight.core.errors import ErrorCode, PageSightError, Stage
+from pagesight.core.settings import GatewayOptions, Settings
+from pagesight.core.types import ParsedDocument
+from pagesight.gateway.app import build_app
+from pagesight.gateway.auth import KeyRing, new_key
+from pagesight.gateway.backend import ServiceClient
+from pagesight.ingestion import samples
+from pagesight.ingestion.isolation import parse_isolated
+from pagesight.ingestion.pipeline import SourceInfo
+from pagesight.ingestion.sources import detect_format
+from pagesight.services.index_service import IndexService
 from tests.serving import gateway_app
 
 pytestmark = pytest.mark.integration

@@ -18,15 +18,15 @@ import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
 
-from api.caller import Caller
-from core.settings import GatewayOptions, Settings
-from core.types import BBox, JobState
-from gateway.app import build_app
-from gateway.auth import KeyRing, new_key
-from gateway.backend import ServiceClient
-from gateway.client import ApiError, PageSightClient
-from ingestion import samples
-from services.index_service import IndexService
+from pagesight.api.caller import Caller
+from pagesight.core.settings import GatewayOptions, Settings
+from pagesight.core.types import BBox, JobState
+from pagesight.gateway.app import build_app
+from pagesight.gateway.auth import KeyRing, new_key
+from pagesight.gateway.backend import ServiceClient
+from pagesight.gateway.client import ApiError, PageSightClient
+from pagesight.ingestion import samples
+from pagesight.services.index_service import IndexService
 from tests.serving import gateway_app, warm_service
 
 pytestmark = pytest.mark.integration

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from core.settings import Settings
-from core.types import AccessFilter, JobState, RouteName
-from ingestion import samples
-from services.stack import LocalStack
-from store.catalog import Catalog
+from pagesight.core.settings import Settings
+from pagesight.core.types import AccessFilter, JobState, RouteName
+from pagesight.ingestion import samples
+from pagesight.services.stack import LocalStack
+from pagesight.store.catalog import Catalog
 
 pytestmark = pytest.mark.integration
 
@@ -117,7 +117,7 @@ def test_kill_minus_nine_then_rerun_indexes_each_document_once(tmp_path: Path, d
     samples.scan_pdf(docs / "scan.pdf")  # the slow one (OCR): the kill lands while it runs
     data_dir = tmp_path / "var"
     env = {**os.environ, "PAGESIGHT_DATA_DIR": str(data_dir)}
-    cli = [sys.executable, "-m", "services.cli", "ingest", str(docs)]
+    cli = [sys.executable, "-m", "pagesight.entrypoints.cli", "ingest", str(docs)]
     proc = subprocess.Popen(
         cli, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )

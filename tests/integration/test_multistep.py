@@ -1,4 +1,4 @@
-"""Route agentic (query.multistep) end to end on a real filing: an answer reached only by
+"""Route agentic (pagesight.query.multistep) end to end on a real filing: an answer reached only by
 following a cross-reference.
 
 Best Buy's fiscal 2023 10-K (eval corpus) answers "Item 3. Legal Proceedings" with one
@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from core.types import AccessFilter, Question, RouteName
-from services.engine import build_answer_pipeline
-from services.stack import LocalStack
+from pagesight.core.types import AccessFilter, Question, RouteName
+from pagesight.services.engine import build_answer_pipeline
+from pagesight.services.stack import LocalStack
 from tests.conftest import ingested_pages
 
 pytestmark = pytest.mark.integration

@@ -31,7 +31,7 @@ Uploading with the explicit ``doc_id`` of a same-tenant document the caller cann
 or lists with the unreadable documents' marker words, and looks for their ids, titles and words
 in every response. :func:`test_random_acls_match_access_filter` draws documents and keys at
 random (seeded) and checks listing, fetching and keyword search against
-:meth:`core.types.AccessFilter.admits`; a larger draw is marked ``slow``.
+:meth:`pagesight.core.types.AccessFilter.admits`; a larger draw is marked ``slow``.
 """
 
 from __future__ import annotations
@@ -49,10 +49,10 @@ import pytest
 from fastapi.testclient import TestClient
 from starlette import testclient
 
-from core.settings import ApiKeyRecord, GatewayOptions, KeyScope, Settings
-from core.types import AccessFilter
-from gateway.auth import new_key
-from services.index_service import IndexService
+from pagesight.core.settings import ApiKeyRecord, GatewayOptions, KeyScope, Settings
+from pagesight.core.types import AccessFilter
+from pagesight.gateway.auth import new_key
+from pagesight.services.index_service import IndexService
 from tests.serving import gateway_app, warm_service
 
 pytestmark = pytest.mark.integration

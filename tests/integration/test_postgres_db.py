@@ -1,4 +1,4 @@
-"""store.postgres against a real server: connection settings, the schema check and
+"""pagesight.store.postgres against a real server: connection settings, the schema check and
 migrate-on-start, the shared pool and its limits; every failure a PageSightError, never a raw
 driver exception."""
 
@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import ErrorCode, PageSightError, Stage
-from core.settings import DatabaseOptions, Settings
-from store import tables
-from store.postgres import conninfo, current_revision, head_revision, open_database
-from store.tables import TenantTable
+from pagesight.core.errors import ErrorCode, PageSightError, Stage
+from pagesight.core.settings import DatabaseOptions, Settings
+from pagesight.store import tables
+from pagesight.store.postgres import conninfo, current_revision, head_revision, open_database
+from pagesight.store.tables import TenantTable
 from tests.postgres import PostgresServer
 
 pytestmark = pytest.mark.integration

@@ -11,16 +11,16 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from core.settings import DatabaseOptions, Settings
-from core.types import JobState
-from gateway.app import build_app
-from gateway.auth import KeyRing, new_key
-from gateway.backend import ServiceClient
-from gateway.client import ApiError, PageSightClient
-from ingestion import samples
-from services.index_service import IndexService
-from store.catalog import open_catalog
-from store.key_store_postgres import PostgresKeyStore
+from pagesight.core.settings import DatabaseOptions, Settings
+from pagesight.core.types import JobState
+from pagesight.gateway.app import build_app
+from pagesight.gateway.auth import KeyRing, new_key
+from pagesight.gateway.backend import ServiceClient
+from pagesight.gateway.client import ApiError, PageSightClient
+from pagesight.ingestion import samples
+from pagesight.services.index_service import IndexService
+from pagesight.store.catalog import open_catalog
+from pagesight.store.key_store_postgres import PostgresKeyStore
 from tests.serving import warm_service
 
 pytestmark = pytest.mark.integration

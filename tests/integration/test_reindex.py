@@ -20,26 +20,26 @@ import pymupdf
 import pytest
 from typer.testing import CliRunner
 
-from api.caller import Caller
-from api.models import SearchRequest
-from core.settings import (
+from pagesight.api.caller import Caller
+from pagesight.api.models import SearchRequest
+from pagesight.core.settings import (
     ChunkOptions,
     IndexOptions,
     ReindexOptions,
     Settings,
     VisualEmbedderOptions,
 )
-from core.types import AccessFilter, JobState
-from index.factory import alias_name, collection_manager
-from index.live import require_live
-from index.vectors import CHUNK_COLLECTION, DENSE_VECTOR
-from ingestion import samples
-from services import reindex_job
-from services.cli import app
-from services.index_service import IndexService
-from services.reindex_job import rollback, run_reindex
-from services.stack import LocalStack
-from store.catalog import Catalog
+from pagesight.core.types import AccessFilter, JobState
+from pagesight.entrypoints.cli import app
+from pagesight.index.factory import alias_name, collection_manager
+from pagesight.index.live import require_live
+from pagesight.index.vectors import CHUNK_COLLECTION, DENSE_VECTOR
+from pagesight.ingestion import samples
+from pagesight.services import reindex_job
+from pagesight.services.index_service import IndexService
+from pagesight.services.reindex_job import rollback, run_reindex
+from pagesight.services.stack import LocalStack
+from pagesight.store.catalog import Catalog
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -331,7 +331,7 @@ def test_reindex_on_ray_as_a_separate_process(data_dir: Path) -> None:
     with searching(settings) as loop:
         _wait_for(loop, before)
         done = subprocess.run(
-            [sys.executable, "-m", "services.cli", "reindex", "--json"],
+            [sys.executable, "-m", "pagesight.entrypoints.cli", "reindex", "--json"],
             env=env,
             capture_output=True,
             text=True,

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import ErrorCode, PageSightError
-from core.settings import RenderOptions, Settings
-from core.types import ParsedDocument
-from ingestion.isolation import parse_isolated
-from ingestion.pipeline import SourceInfo
+from pagesight.core.errors import ErrorCode, PageSightError
+from pagesight.core.settings import RenderOptions, Settings
+from pagesight.core.types import ParsedDocument
+from pagesight.ingestion.isolation import parse_isolated
+from pagesight.ingestion.pipeline import SourceInfo
 
 pytestmark = pytest.mark.integration
 

@@ -20,13 +20,13 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from core.settings import GatewayOptions, Settings
-from core.types import JobState
-from gateway.auth import KeyRing, new_key
-from gateway.client import ApiError, PageSightClient
-from ingestion import samples
-from services.index_service import IndexService
-from store.key_stores import FileKeyStore
+from pagesight.core.settings import GatewayOptions, Settings
+from pagesight.core.types import JobState
+from pagesight.gateway.auth import KeyRing, new_key
+from pagesight.gateway.client import ApiError, PageSightClient
+from pagesight.ingestion import samples
+from pagesight.services.index_service import IndexService
+from pagesight.store.key_stores import FileKeyStore
 from tests.serving import gateway_app, warm_service
 
 pytestmark = pytest.mark.integration

@@ -3,8 +3,8 @@
 "What is Best Buy's return on equity for fiscal 2023?" names no page and no statement, and
 the words it has ("return", "equity", "fiscal 2023") are on every page of a 10-K's MD&A and
 notes. A reader computes it from net earnings (the statement of earnings) and shareholders'
-equity (the balance sheet); :mod:`query.statements` knows that, finds both statements by the
-titles the filing prints (sections found at ingest), and ranks them above the look-alikes.
+equity (the balance sheet); :mod:`pagesight.query.statements` knows that, finds both statements by
+the titles the filing prints (sections found at ingest), and ranks them above the look-alikes.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from core.types import AccessFilter, RouteName
-from services.stack import LocalStack
+from pagesight.core.types import AccessFilter, RouteName
+from pagesight.services.stack import LocalStack
 from tests.conftest import ingested_pages
 
 pytestmark = pytest.mark.integration

@@ -8,9 +8,9 @@ from pathlib import Path
 import pymupdf
 import pytest
 
-from core.settings import Settings
-from ingestion import samples
-from services.stack import LocalStack
+from pagesight.core.settings import Settings
+from pagesight.ingestion import samples
+from pagesight.services.stack import LocalStack
 
 pytestmark = pytest.mark.integration
 
@@ -55,7 +55,7 @@ def test_reingest_reparses_a_document_indexed_under_older_structure_rules(
     """The re-index path: a document whose ``structure_version`` is older than today's is
     parsed again when its (unchanged) file is ingested again, and points the older parse made
     beyond what the new one makes are deleted, not left behind."""
-    from ingestion.structure import STRUCTURE_VERSION
+    from pagesight.ingestion.structure import STRUCTURE_VERSION
 
     pdf = samples.table_pdf(tmp_path / "table.pdf")
     rows = Settings(data_dir=tmp_path / "var")

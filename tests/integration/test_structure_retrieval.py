@@ -16,11 +16,11 @@ import pymupdf
 import pytest
 from fastapi.testclient import TestClient
 
-from core.ids import point_id
-from core.settings import GatewayOptions, Settings
-from core.types import AccessFilter, RouteName, SearchResult
-from gateway.auth import new_key
-from services.stack import LocalStack
+from pagesight.core.ids import point_id
+from pagesight.core.settings import GatewayOptions, Settings
+from pagesight.core.types import AccessFilter, RouteName, SearchResult
+from pagesight.gateway.auth import new_key
+from pagesight.services.stack import LocalStack
 from tests.serving import gateway_app, warm_service
 
 pytestmark = pytest.mark.integration

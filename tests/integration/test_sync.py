@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from core.errors import ErrorCode, PageSightError, Stage
-from core.settings import Settings
-from core.types import JobState
-from ingestion import samples
-from ingestion.ingest import IngestRequest
-from services.cli import app
-from services.stack import LocalStack
+from pagesight.core.errors import ErrorCode, PageSightError, Stage
+from pagesight.core.settings import Settings
+from pagesight.core.types import JobState
+from pagesight.entrypoints.cli import app
+from pagesight.ingestion import samples
+from pagesight.ingestion.ingest import IngestRequest
+from pagesight.services.stack import LocalStack
 
 pytestmark = pytest.mark.integration
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from core.settings import Settings
-from ingestion.pipeline import DocumentParser
+from pagesight.core.settings import Settings
+from pagesight.ingestion.pipeline import DocumentParser
 
 pytestmark = pytest.mark.integration
 

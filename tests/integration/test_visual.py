@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from core.settings import Settings, VisualEmbedderOptions
-from core.types import AccessFilter, RouteName
-from models.tiny_colqwen import build_tiny_colqwen2
-from services.stack import LocalStack
+from pagesight.core.settings import Settings, VisualEmbedderOptions
+from pagesight.core.types import AccessFilter, RouteName
+from pagesight.models.tiny_colqwen import build_tiny_colqwen2
+from pagesight.services.stack import LocalStack
 
 pytestmark = pytest.mark.integration
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

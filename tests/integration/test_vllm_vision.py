@@ -4,7 +4,7 @@ The scripted-server tests (test_answer_vision.py, tests/unit/test_vision.py) fix
 pipeline sends and how it checks replies; this proves that a real VLM server accepts it: the
 ``image_url`` data-URL parts inside numbered blocks, next to text blocks, with ``response_format``
 json_schema and with streaming, and that the image budget holds by the server's own token count.
-The model is :func:`models.tiny_qwen2_vl.build_tiny_qwen2_vl` (random weights: whatever it
+The model is :func:`pagesight.models.tiny_qwen2_vl.build_tiny_qwen2_vl` (random weights: whatever it
 writes is noise, so the assertions are about acceptance, budgets and the citation check, never
 about what it says).
 
@@ -22,22 +22,29 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from api.models import AnswerRequest
-from core.settings import AnswerOptions, GatewayOptions, ImageContextOptions, Settings
-from core.types import AccessFilter, AnswerResponse, AnswerToken, ChatMessage, JobState, Passage
-from gateway.app import build_app
-from gateway.auth import KeyRing, new_key
-from gateway.backend import ServiceClient
-from gateway.client import PageSightClient
-from ingestion import samples
-from models.llm import OpenAiChatClient
-from models.reranker import FusedScoreRanker
-from models.tiny_qwen2_vl import TINY_MAX_VISUAL_TOKENS, build_tiny_qwen2_vl
-from query.answer import AnsweredQuery, AnswerPipeline
-from query.context import approx_tokens, build_context
-from query.generation import build_messages
-from query.vision import image_block_id, numbered_after, page_image_blocks
-from services.index_service import IndexService
+from pagesight.api.models import AnswerRequest
+from pagesight.core.settings import AnswerOptions, GatewayOptions, ImageContextOptions, Settings
+from pagesight.core.types import (
+    AccessFilter,
+    AnswerResponse,
+    AnswerToken,
+    ChatMessage,
+    JobState,
+    Passage,
+)
+from pagesight.gateway.app import build_app
+from pagesight.gateway.auth import KeyRing, new_key
+from pagesight.gateway.backend import ServiceClient
+from pagesight.gateway.client import PageSightClient
+from pagesight.ingestion import samples
+from pagesight.models.llm import OpenAiChatClient
+from pagesight.models.reranker import FusedScoreRanker
+from pagesight.models.tiny_qwen2_vl import TINY_MAX_VISUAL_TOKENS, build_tiny_qwen2_vl
+from pagesight.query.answer import AnsweredQuery, AnswerPipeline
+from pagesight.query.context import approx_tokens, build_context
+from pagesight.query.generation import build_messages
+from pagesight.query.vision import image_block_id, numbered_after, page_image_blocks
+from pagesight.services.index_service import IndexService
 from tests.fakes import TableSearch
 from tests.unit.test_vision import Pages
 from tests.vllm import VllmServer, report, serve, vision_path

@@ -23,12 +23,12 @@ import pymupdf
 import pytest
 from PIL import Image
 
-from core.errors import ErrorCode
-from core.ids import element_id
-from core.settings import ParseOptions, Settings, TesseractOptions, VlmOptions
-from core.types import BBox, ElementKind, JobState
-from ingestion.parse.blocks import RawBlock
-from ingestion.parse.vlm import (
+from pagesight.core.errors import ErrorCode
+from pagesight.core.ids import element_id
+from pagesight.core.settings import ParseOptions, Settings, TesseractOptions, VlmOptions
+from pagesight.core.types import BBox, ElementKind, JobState
+from pagesight.ingestion.parse.blocks import RawBlock
+from pagesight.ingestion.parse.vlm import (
     BOX_SCALE,
     PAGE_ELEMENTS_SCHEMA,
     OpenAiVlmEngine,
@@ -37,9 +37,9 @@ from ingestion.parse.vlm import (
     parse_pages,
     select_vlm_pages,
 )
-from ingestion.pipeline import DocumentParser
-from ingestion.render import RenderedPage
-from services.stack import LocalStack
+from pagesight.ingestion.pipeline import DocumentParser
+from pagesight.ingestion.render import RenderedPage
+from pagesight.services.stack import LocalStack
 from tests.conftest import extract_pages
 from tests.openai_stub import Script, Step, scripted_server
 
@@ -407,7 +407,7 @@ def test_docling_vlm_pipeline_reads_the_chart_page(
 
 def test_docling_engine_down_is_a_vlm_failure(tmp_path: Path) -> None:
     pytest.importorskip("docling.pipeline.vlm_pipeline")
-    from ingestion.parse.vlm import DoclingVlmEngine
+    from pagesight.ingestion.parse.vlm import DoclingVlmEngine
 
     engine = DoclingVlmEngine(VlmOptions(base_url=closed_port_url(), model=MODEL, kind="docling"))
     page = RenderedPage(1, Image.new("RGB", (200, 100), "white"), 36.0, 400.0, 200.0)

@@ -1,5 +1,5 @@
-"""The grounded-answer pipeline (query/answer.py) with scripted parts: no index, no model, no
-server. The candidate search returns crafted passages, the ranker is the fused-score
+"""The grounded-answer pipeline (pagesight/query/answer.py) with scripted parts: no index, no model,
+no server. The candidate search returns crafted passages, the ranker is the fused-score
 pass-through (or a fake cross-encoder), and the LLM is a duck-typed fake whose ``complete()``
 replays scripted replies, so every branch of the citation check is driven exactly.
 """
@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from api.models import AnswerRequest
-from core.errors import ErrorCode
-from core.links import page_image_url
-from core.settings import AnswerOptions
-from core.types import (
+from pagesight.api.models import AnswerRequest
+from pagesight.core.errors import ErrorCode
+from pagesight.core.links import page_image_url
+from pagesight.core.settings import AnswerOptions
+from pagesight.core.types import (
     AccessFilter,
     BBox,
     ChatMessage,
@@ -27,18 +27,18 @@ from core.types import (
     SearchFilters,
     TextSpan,
 )
-from models.llm import LlmError, MalformedOutput
-from models.reranker import FusedScoreRanker
-from query.answer import AnswerPipeline
-from query.context import (
+from pagesight.models.llm import LlmError, MalformedOutput
+from pagesight.models.reranker import FusedScoreRanker
+from pagesight.query.answer import AnswerPipeline
+from pagesight.query.context import (
     approx_tokens,
     build_context,
     confidence_of,
     render_block,
 )
-from query.extractive import split_sentences
-from query.generation import ABSTAIN_TEXT, ANSWER_SCHEMA, answer_schema
-from query.passages import passage_from_payload
+from pagesight.query.extractive import split_sentences
+from pagesight.query.generation import ABSTAIN_TEXT, ANSWER_SCHEMA, answer_schema
+from pagesight.query.passages import passage_from_payload
 from tests.fakes import ScriptedChat, TableSearch
 
 REVENUE_BOX = BBox(x0=72.0, y0=100.0, x1=300.0, y1=140.0)

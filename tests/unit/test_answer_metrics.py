@@ -23,7 +23,7 @@ from bench.answer_metrics import (
     tradeoff,
 )
 from bench.eval_answers import PageTexts, lead_fields, report
-from core.types import AnswerResponse, AnswerSentence, AnswerUnit, Citation, QuotePart
+from pagesight.core.types import AnswerResponse, AnswerSentence, AnswerUnit, Citation, QuotePart
 
 # -- printable: the gold value printed as a whole token with its unit or sign -------------------
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from bench import bench_gateway
-from gateway.auth import new_key
-from services.app import AppArgs
+from pagesight.entrypoints.serve_app import AppArgs
+from pagesight.gateway.auth import new_key
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,10 +7,10 @@ import time
 from pathlib import Path
 from typing import Any, cast
 
-from core.types import IngestJob, JobState
-from ingestion.bulk import BulkItem, BulkPlanner
-from ingestion.claims import held_claims
-from store.catalog import Catalog
+from pagesight.core.types import IngestJob, JobState
+from pagesight.ingestion.bulk import BulkItem, BulkPlanner
+from pagesight.ingestion.claims import held_claims
+from pagesight.store.catalog import Catalog
 
 
 class _NothingIndexed:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import ErrorCode, PageSightError
-from core.settings import BulkOptions
-from ingestion.bulk import BulkProgress, StageStats, list_sources
+from pagesight.core.errors import ErrorCode, PageSightError
+from pagesight.core.settings import BulkOptions
+from pagesight.ingestion.bulk import BulkProgress, StageStats, list_sources
 
 
 def _touch(path: Path) -> Path:
@@ -95,7 +95,7 @@ def test_rayjob_manifest_names_real_settings(monkeypatch: pytest.MonkeyPatch) ->
     """k8s/rayjob-bulk.yaml's environment is one the settings root accepts, field by field."""
     import yaml
 
-    from core.settings import Settings
+    from pagesight.core.settings import Settings
 
     root = Path(__file__).resolve().parents[2]
     job = yaml.safe_load((root / "k8s" / "rayjob-bulk.yaml").read_text())

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from core.ids import chunk_id, element_id
-from core.settings import ChunkOptions
-from core.types import (
+from pagesight.core.ids import chunk_id, element_id
+from pagesight.core.settings import ChunkOptions
+from pagesight.core.types import (
     BBox,
     Chunk,
     Document,
@@ -16,7 +16,7 @@ from core.types import (
     ParsedDocument,
     TextLine,
 )
-from ingestion.chunk import Chunker, hard_split, sentence_windows, split_sentences
+from pagesight.ingestion.chunk import Chunker, hard_split, sentence_windows, split_sentences
 
 DOC_ID = "doc-1"
 VERSION = "ab" * 32
@@ -757,8 +757,8 @@ MIXED_DIGEST = "a3984b37ce5837f6170e6446332be02b69fe626ba917e7177092c55f42209458
 
 
 def test_payload_spans_reach_the_passage_on_every_page() -> None:
-    from ingestion.ingest import chunk_payload
-    from query.passages import passage_from_payload
+    from pagesight.ingestion.ingest import chunk_payload
+    from pagesight.query.passages import passage_from_payload
 
     b = _mixed_document()
     parsed = b.parsed()

@@ -10,14 +10,14 @@ import sys
 import time
 from pathlib import Path
 
-from core.types import JobState
-from ingestion.claims import (
+from pagesight.core.types import JobState
+from pagesight.ingestion.claims import (
     claimed_job,
     is_dead_local_worker,
     new_worker_id,
     release_dead_local_claims,
 )
-from store.catalog import Catalog
+from pagesight.store.catalog import Catalog
 
 
 def _catalog(tmp_path: Path) -> Catalog:

@@ -1,9 +1,9 @@
 """The ColQwen2 page/query embedder, on a tiny random ColQwen2 built offline.
 
-The tiny checkpoint (models/tiny_colqwen.py) loads through the real ``ColQwen2.from_pretrained``,
-so these tests cover loading, the processor, batching and padding exactly as with real weights;
-only the numbers are meaningless. A ``gpu`` test runs real weights from
-``PAGESIGHT_TEST_COLQWEN_DIR`` when that and a CUDA device are present.
+The tiny checkpoint (pagesight/models/tiny_colqwen.py) loads through the real
+``ColQwen2.from_pretrained``, so these tests cover loading, the processor, batching and padding
+exactly as with real weights; only the numbers are meaningless. A ``gpu`` test runs real weights
+from ``PAGESIGHT_TEST_COLQWEN_DIR`` when that and a CUDA device are present.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw, ImageFont
 
-from core.errors import ErrorCode, PageSightError
-from core.protocols import PageEmbedder, PageEmbedding
-from core.settings import Settings, VisualEmbedderOptions
-from models.colqwen import (
+from pagesight.core.errors import ErrorCode, PageSightError
+from pagesight.core.protocols import PageEmbedder, PageEmbedding
+from pagesight.core.settings import Settings, VisualEmbedderOptions
+from pagesight.models.colqwen import (
     COLQWEN2_DIM,
     QUERY_AUGMENTATION_TOKENS,
     ColQwen2Embedder,
@@ -29,7 +29,7 @@ from models.colqwen import (
     patch_boxes,
     set_max_visual_tokens,
 )
-from models.tiny_colqwen import TINY_MAX_VISUAL_TOKENS, build_tiny_colqwen2
+from pagesight.models.tiny_colqwen import TINY_MAX_VISUAL_TOKENS, build_tiny_colqwen2
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 

@@ -1,5 +1,5 @@
-"""Corrective retrieval (query/corrective.py) with scripted parts: a fake candidate search that
-answers by (query, route) and records what it was asked, and a fake grader that grades by chunk
+"""Corrective retrieval (pagesight/query/corrective.py) with scripted parts: a fake candidate search
+that answers by (query, route) and records what it was asked, and a fake grader that grades by chunk
 id, so each branch of the decision (pass, rewrite, widen, abstain) is driven exactly. The LLM
 grader and rewriter run against a duck-typed fake LLM here; tests/integration/
 test_corrective_llm.py runs them against a scripted OpenAI-compatible server.
@@ -14,14 +14,14 @@ from typing import Any, Literal
 import pytest
 from pydantic import ValidationError
 
-from api.models import AnswerRequest
-from core.errors import ErrorCode
-from core.settings import AnswerOptions, CorrectiveOptions, Settings
-from core.types import AccessFilter, ChatMessage, Grade, Passage, RouteName
-from models.llm import LlmError, MalformedOutput
-from models.reranker import FusedScoreRanker
-from query.answer import AnsweredQuery, AnswerPipeline
-from query.corrective import (
+from pagesight.api.models import AnswerRequest
+from pagesight.core.errors import ErrorCode
+from pagesight.core.settings import AnswerOptions, CorrectiveOptions, Settings
+from pagesight.core.types import AccessFilter, ChatMessage, Grade, Passage, RouteName
+from pagesight.models.llm import LlmError, MalformedOutput
+from pagesight.models.reranker import FusedScoreRanker
+from pagesight.query.answer import AnsweredQuery, AnswerPipeline
+from pagesight.query.corrective import (
     GRADE_SCHEMA,
     CorrectiveRetrieval,
     GradeCache,
@@ -36,7 +36,7 @@ from query.corrective import (
     keyword_query,
     pipeline_scorer,
 )
-from query.generation import ABSTAIN_TEXT
+from pagesight.query.generation import ABSTAIN_TEXT
 from tests.fakes import ScriptedChat, TableSearch
 
 ACCESS = AccessFilter(tenant="acme", principals=["alice"])

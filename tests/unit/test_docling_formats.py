@@ -9,12 +9,12 @@ from pathlib import Path
 import docx
 import pytest
 
-from core.errors import ErrorCode, PageSightError, Stage
-from core.ids import content_version, element_id, make_doc_id
-from core.settings import ChunkOptions, ParseOptions
-from core.types import Document, ElementKind, ParsedDocument, SourceFormat
-from ingestion.chunk import Chunker
-from ingestion.parse.docling_formats import DoclingPdfParser, parse_with_docling
+from pagesight.core.errors import ErrorCode, PageSightError, Stage
+from pagesight.core.ids import content_version, element_id, make_doc_id
+from pagesight.core.settings import ChunkOptions, ParseOptions
+from pagesight.core.types import Document, ElementKind, ParsedDocument, SourceFormat
+from pagesight.ingestion.chunk import Chunker
+from pagesight.ingestion.parse.docling_formats import DoclingPdfParser, parse_with_docling
 
 TITLE, TEXT, LIST, TABLE = ElementKind.TITLE, ElementKind.TEXT, ElementKind.LIST, ElementKind.TABLE
 
@@ -257,7 +257,7 @@ def test_missing_file_is_not_found(tmp_path: Path) -> None:
 
 def test_importing_the_module_does_not_import_docling() -> None:
     code = (
-        "import sys, ingestion.parse.docling_formats; "
+        "import sys, pagesight.ingestion.parse.docling_formats; "
         "sys.exit(1 if 'docling' in sys.modules or 'docling_core' in sys.modules else 0)"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from query.evidence import evidence_boxes
+from pagesight.query.evidence import evidence_boxes
 
 
 def _page(rng: np.random.Generator, rows: int, cols: int, dim: int = 32) -> np.ndarray:

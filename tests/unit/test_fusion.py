@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from core.types import RouteName
-from query.fusion import weighted_rrf
-from query.routing import choose_route
+from pagesight.core.types import RouteName
+from pagesight.query.fusion import weighted_rrf
+from pagesight.query.routing import choose_route
 
 
 def test_rrf_rewards_agreement_between_routes() -> None:

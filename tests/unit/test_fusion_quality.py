@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.settings import RetrievalOptions
-from query.fusion import weighted_rrf
+from pagesight.core.settings import RetrievalOptions
+from pagesight.query.fusion import weighted_rrf
 
 N_PAGES = 2000
 N_QUESTIONS = 400

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from core.errors import ErrorCode, PageSightError
-from ingestion.isolation import run_isolated
+from pagesight.core.errors import ErrorCode, PageSightError
+from pagesight.ingestion.isolation import run_isolated
 
 
 def _segfault(progress: Any) -> None:
@@ -32,7 +32,7 @@ def _report(n: int, progress: Any) -> int:
 
 
 def _raise_stage_error(progress: Any) -> None:
-    from core.errors import Stage
+    from pagesight.core.errors import Stage
 
     raise PageSightError(ErrorCode.ENCRYPTED, Stage.RENDER, "needs a password")
 
@@ -81,8 +81,8 @@ def _parse_then_collect(path: str, progress: Any) -> list[str]:
     import gc
     from pathlib import Path
 
-    from core.settings import Settings
-    from ingestion.pipeline import DocumentParser
+    from pagesight.core.settings import Settings
+    from pagesight.ingestion.pipeline import DocumentParser
 
     settings = Settings()
     settings.parse.plain_pages = True

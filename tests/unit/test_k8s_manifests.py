@@ -147,7 +147,9 @@ def test_serve_config_must_equal_the_file(tmp_path: Path) -> None:
     assert errors and "differs" in errors[0]
     # The same config with another builder: equal to "the file", still refused.
     other = tmp_path / "gpu-cluster.yaml"
-    other.write_text(text.replace("services.app:build_app", "services.other:build_app"))
+    other.write_text(
+        text.replace("pagesight.entrypoints.serve_app:build_app", "services.other:build_app")
+    )
     doc["spec"]["serveConfigV2"] = other.read_text()
     errors, _ = validate.check_serve_config(doc, other)
     assert errors == [

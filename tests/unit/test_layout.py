@@ -1,27 +1,32 @@
-"""The layout rules of DESIGN.md section 3, checked on the source, type-checking imports and
-imports inside functions included:
+"""The layout of DESIGN.md section 3, checked on the source.
 
-- ``core`` imports none of the other packages;
-- ``api`` (what the gateway and the services share) imports only ``core``, pydantic and the
-  standard library;
-- ``store`` (catalog, traces, keys) imports no package of ours but ``core``;
-- the query engine is plain Python: no HTTP, no Ray, never the gateway or the services;
-- ``services`` never imports the gateway, except the entry points that mount it or call it
-  (:data:`SERVICES_ENTRY_POINTS`, which move to their own package later);
-- no module imports another that imports it back;
+The direction of imports between the rooms is import-linter's (``[tool.importlinter]`` in
+pyproject.toml, run by ``make lint``); here it is proven to bite: the tree keeps the contracts,
+and a copy of it with one wrong-way import breaks them. The rest is what import-linter does not
+check:
+
+- no module imports another that imports it back (within a room too);
+- nothing the query engine pulls in at run time is an HTTP server or Ray;
 - no module is over :data:`MAX_MODULE_LINES` lines, except those in :data:`OVERSIZED` (each
-  with the reason it is not split yet).
+  with the reason it is not split yet);
+- the rooms README "Layout" and docs/architecture.md name are the tree's packages.
 """
 
 from __future__ import annotations
 
 import ast
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = (
+ROOT = REPO / "pagesight"
+#: The rooms, from the bottom up (pyproject.toml's layers contract says which may import which).
+ROOMS = (
     "core",
     "models",
     "index",
@@ -29,23 +34,19 @@ PACKAGES = (
     "ingestion",
     "query",
     "api",
-    "gateway",
     "services",
+    "gateway",
+    "entrypoints",
 )
 FORBIDDEN_IN_QUERY = ("fastapi", "starlette", "ray", "uvicorn")
-#: What ``api`` may import besides the standard library and itself.
-ALLOWED_IN_API = ("core", "pydantic")
-#: The modules of ``services`` that may import the gateway: the command line (its server
-#: command builds the gateway; its remote mode is the gateway's Python client) and the Ray
-#: Serve application builder (it mounts the gateway as the ingress).
-SERVICES_ENTRY_POINTS = ("services.cli", "services.cli_session", "services.app")
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 #: Rooms small enough to read (issue 32, item 7): lines per module, at most.
 MAX_MODULE_LINES = 800
 #: The modules over that, each with why it is not split yet; one that shrinks leaves the list.
 OVERSIZED = {
-    "services/cli.py": "the command line; split when the entry points move to their own package",
-    "query/answer.py": "the answer pipeline; split after the extractive-answer work under way in "
-    "it (query.lead, query.answer_units, query.quotes) lands",
+    "pagesight/entrypoints/cli.py": "the command line: one module per command group is next",
+    "pagesight/query/answer.py": "the answer pipeline: the extractive path moves beside "
+    "pagesight.query.lead next",
 }
 
 
@@ -67,72 +68,64 @@ def _imports(path: Path) -> set[str]:
     return found
 
 
-def _package_imports(package: str) -> list[tuple[str, str]]:
-    """(module, imported module) for every import in every module of ``package``."""
-    return [
-        (_module_name(path), module)
-        for path in sorted((REPO / package).rglob("*.py"))
-        for module in sorted(_imports(path))
-    ]
-
-
-def _top(module: str) -> str:
-    return module.split(".")[0]
-
-
 def _graph() -> dict[str, set[str]]:
-    files = {_module_name(p): p for pkg in PACKAGES for p in (REPO / pkg).rglob("*.py")}
+    files = {_module_name(p): p for p in ROOT.rglob("*.py")}
     return {
         name: {m for m in _imports(path) if m in files and m != name}
         for name, path in files.items()
     }
 
 
-def test_query_engine_imports_no_http_or_ray() -> None:
-    for path in (REPO / "query").rglob("*.py"):
-        for module in _imports(path):
-            assert module.split(".")[0] not in FORBIDDEN_IN_QUERY, (path.name, module)
-            assert not module.startswith(("gateway", "services")), (path.name, module)
-    # and nothing it pulls in at run time does either
+def _lint_imports(cwd: Path) -> subprocess.CompletedProcess[str]:
+    """import-linter with the project's contracts, on the ``pagesight`` found first under
+    ``cwd`` (the tree, or a copy of it)."""
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--config", str(REPO / "pyproject.toml"), "--no-cache"],
+        cwd=cwd,
+        env={"PYTHONPATH": str(cwd), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_tree_keeps_the_layer_contracts() -> None:
+    run = _lint_imports(REPO)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "0 broken" in run.stdout, run.stdout
+
+
+@pytest.mark.parametrize(
+    ("module", "wrong_import", "contract"),
+    [
+        ("core/ids.py", "import pagesight.gateway.app", "rooms:"),
+        ("query/fusion.py", "import fastapi", "no HTTP server, no Ray"),
+        ("services/index_service.py", "import pagesight.gateway.auth", "rooms:"),
+        ("api/models.py", "import pagesight.store.tables", "core and pydantic only"),
+    ],
+)
+def test_a_wrong_way_import_breaks_the_contracts(
+    tmp_path: Path, module: str, wrong_import: str, contract: str
+) -> None:
+    shutil.copytree(ROOT, tmp_path / "pagesight", ignore=shutil.ignore_patterns("__pycache__"))
+    target = tmp_path / "pagesight" / module
+    target.write_text(target.read_text() + f"\n{wrong_import}  # the wrong way\n")
+    run = _lint_imports(tmp_path)
+    assert run.returncode != 0, run.stdout
+    broken = [line for line in run.stdout.splitlines() if line.endswith("BROKEN")]
+    assert broken, run.stdout
+    assert contract in run.stdout.split("Contracts:")[0], run.stdout
+
+
+def test_query_engine_pulls_in_no_http_or_ray_at_run_time() -> None:
     probe = (
-        "import sys, pkgutil, importlib, query\n"
-        "for m in pkgutil.iter_modules(query.__path__):\n"
-        "    importlib.import_module('query.' + m.name)\n"
+        "import sys, pkgutil, importlib, pagesight.query as q\n"
+        "for m in pkgutil.iter_modules(q.__path__):\n"
+        "    importlib.import_module('pagesight.query.' + m.name)\n"
         f"bad = [m for m in sys.modules if m.split('.')[0] in {FORBIDDEN_IN_QUERY!r}]\n"
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", probe], cwd=REPO, check=True, timeout=300)
-
-
-def test_core_imports_no_other_package() -> None:
-    others = set(PACKAGES) - {"core"}
-    bad = [(m, i) for m, i in _package_imports("core") if _top(i) in others]
-    assert not bad, bad
-
-
-def test_store_imports_only_core() -> None:
-    """State sits beside the index: ``core`` below it, every other package above."""
-    others = set(PACKAGES) - {"core", "store"}
-    bad = [(m, i) for m, i in _package_imports("store") if _top(i) in others]
-    assert not bad, bad
-
-
-def test_api_imports_only_core_and_pydantic() -> None:
-    allowed = {"api", "__future__", *ALLOWED_IN_API, *sys.stdlib_module_names}
-    bad = [(m, i) for m, i in _package_imports("api") if _top(i) not in allowed]
-    assert not bad, bad
-
-
-def test_services_never_import_the_gateway() -> None:
-    bad = [
-        (m, i)
-        for m, i in _package_imports("services")
-        if _top(i) == "gateway" and m not in SERVICES_ENTRY_POINTS
-    ]
-    assert not bad, bad
-    # the exceptions are real (an entry point that stopped importing the gateway leaves the list)
-    importing = {m for m, i in _package_imports("services") if _top(i) == "gateway"}
-    assert importing == set(SERVICES_ENTRY_POINTS), importing
 
 
 def test_no_import_cycles() -> None:
@@ -160,11 +153,31 @@ def test_no_import_cycles() -> None:
 def test_no_module_is_over_the_line_limit() -> None:
     sizes = {
         str(path.relative_to(REPO)): len(path.read_text().splitlines())
-        for package in PACKAGES
-        for path in sorted((REPO / package).rglob("*.py"))
+        for path in sorted(ROOT.rglob("*.py"))
     }
     over = {path: n for path, n in sizes.items() if n > MAX_MODULE_LINES}
     unexpected = {path: n for path, n in over.items() if path not in OVERSIZED}
     assert not unexpected, f"over {MAX_MODULE_LINES} lines, split them: {unexpected}"
     # the exceptions are real (a module that got small enough leaves the list)
     assert set(over) == set(OVERSIZED), {p: sizes.get(p) for p in OVERSIZED.keys() - over.keys()}
+
+
+def test_the_rooms_are_the_packages_of_the_tree() -> None:
+    packages = {p.parent.name for p in ROOT.glob("*/__init__.py")}
+    assert packages == set(ROOMS), packages ^ set(ROOMS)
+    layers = re.findall(r'"(pagesight\.[a-z]+(?:\s*[:|]\s*pagesight\.[a-z]+)*)"', _pyproject())
+    named = {m.split(".")[1] for layer in layers for m in re.split(r"\s*[:|]\s*", layer)}
+    assert named == set(ROOMS), named ^ set(ROOMS)
+
+
+@pytest.mark.parametrize("document", ["README.md", "docs/architecture.md"])
+def test_the_docs_name_every_room(document: str) -> None:
+    """Each room appears in the document's layout as ``pagesight/<room>/``, and no other does."""
+    text = (REPO / document).read_text()
+    section = text.split("## Layout", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"pagesight/([a-z_]+)/", section))
+    assert named == set(ROOMS), named ^ set(ROOMS)
+
+
+def _pyproject() -> str:
+    return (REPO / "pyproject.toml").read_text().split("[tool.importlinter]", 1)[1]

@@ -13,9 +13,9 @@ import pymupdf
 import pytest
 from PIL import Image
 
-from core.settings import RenderOptions
-from ingestion.parse import layout_model
-from ingestion.render import BackgroundImageWriter, PageImageStore
+from pagesight.core.settings import RenderOptions
+from pagesight.ingestion.parse import layout_model
+from pagesight.ingestion.render import BackgroundImageWriter, PageImageStore
 from tests.unit.test_plain_pages import _report
 
 
@@ -38,7 +38,7 @@ def test_fixed_shape_models_get_the_arena_and_the_graph_model_does_not() -> None
 
 
 def _layout(doc: pymupdf.Document) -> list[tuple[str, tuple[int, ...]]]:
-    from ingestion.parse.pdf import LayoutPageParser
+    from pagesight.ingestion.parse.pdf import LayoutPageParser
 
     blocks = LayoutPageParser(threads=1).parse(doc, [2])[2]
     return [

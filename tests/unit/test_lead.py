@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from core.types import BBox, TextSpan
-from query.answer_units import (
+from pagesight.core.types import BBox, TextSpan
+from pagesight.query.answer_units import (
     answer_type,
     fiscal_equivalents,
     period_agreement,
@@ -11,9 +11,9 @@ from query.answer_units import (
     split_units,
     values_in,
 )
-from query.context import ContextBlock
-from query.lead import choose_lead, window
-from query.quotes import find_quote, quote_parts
+from pagesight.query.context import ContextBlock
+from pagesight.query.lead import choose_lead, window
+from pagesight.query.quotes import find_quote, quote_parts
 
 RELEASE = (
     "Fourth Quarter 2022 Financial Highlights:\n"

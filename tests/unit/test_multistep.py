@@ -1,4 +1,4 @@
-"""Route agentic (query.multistep) over a scripted retriever: the loop's stop rules, the
+"""Route agentic (pagesight.query.multistep) over a scripted retriever: the loop's stop rules, the
 cross-reference hop, the merge of the parts' rankings, scoping to the leading document, and
 which routes it takes over."""
 
@@ -9,9 +9,9 @@ from typing import Any, cast
 
 import pytest
 
-from core.ids import point_id
-from core.settings import MultiStepOptions, RetrievalOptions
-from core.types import (
+from pagesight.core.ids import point_id
+from pagesight.core.settings import MultiStepOptions, RetrievalOptions
+from pagesight.core.types import (
     AccessFilter,
     DocumentStructure,
     PageHit,
@@ -22,9 +22,9 @@ from core.types import (
     StructurePage,
     StructureSection,
 )
-from index.base import StoredPoint
-from query.multistep import FOLLOWED_ROUTE, MultiStepSearch
-from query.retrieval import Retriever
+from pagesight.index.base import StoredPoint
+from pagesight.query.multistep import FOLLOWED_ROUTE, MultiStepSearch
+from pagesight.query.retrieval import Retriever
 
 ACCESS = AccessFilter(tenant="t")
 

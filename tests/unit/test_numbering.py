@@ -1,11 +1,12 @@
-"""core.numbering: the one reader of roman and kanji numerals, number and ordinal words and
-full-width digits, for ingestion (ingestion.structure) and the query side (query.references)."""
+"""pagesight.core.numbering: the one reader of roman and kanji numerals, number and ordinal words
+and full-width digits, for ingestion (pagesight.ingestion.structure) and the query side
+(pagesight.query.references)."""
 
 from __future__ import annotations
 
 import pytest
 
-from core.numbering import (
+from pagesight.core.numbering import (
     NUMBER_WORDS,
     ORDINAL_WORDS,
     ROMAN_MAX,
@@ -18,8 +19,8 @@ from core.numbering import (
     spelled_as_digits,
     to_roman,
 )
-from ingestion.structure import section_number
-from query.references import parse_references
+from pagesight.ingestion.structure import section_number
+from pagesight.query.references import parse_references
 
 # ---- roman numerals ---------------------------------------------------------------------------
 

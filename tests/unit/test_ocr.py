@@ -20,21 +20,21 @@ from PIL import Image, ImageDraw
 os.environ.setdefault("OMP_THREAD_LIMIT", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from core.errors import ErrorCode, PageSightError
-from core.settings import RapidOcrOptions, TesseractOptions
-from ingestion.ocr import OcrEngine, OcrLine, OcrResult, OcrWord, build_ocr_engine
-from ingestion.ocr.base import (
+from pagesight.core.errors import ErrorCode, PageSightError
+from pagesight.core.settings import RapidOcrOptions, TesseractOptions
+from pagesight.ingestion.ocr import OcrEngine, OcrLine, OcrResult, OcrWord, build_ocr_engine
+from pagesight.ingestion.ocr.base import (
     PixelBox,
     remove_spaces_between_cjk,
     sort_lines_in_reading_order,
 )
-from ingestion.ocr.preprocess import (
+from pagesight.ingestion.ocr.preprocess import (
     binarise_for_ocr,
     box_to_original_frame,
     rotate_clockwise,
 )
-from ingestion.ocr.rapid import RapidOcrEngine, _lines_from_output
-from ingestion.ocr.tesseract import TesseractEngine
+from pagesight.ingestion.ocr.rapid import RapidOcrEngine, _lines_from_output
+from pagesight.ingestion.ocr.tesseract import TesseractEngine
 
 EVAL_ROBUST = Path(__file__).resolve().parents[3] / "shared" / "eval" / "robust"
 DPI = 200
@@ -243,7 +243,7 @@ def test_factory_builds_the_engine_the_options_name() -> None:
     assert isinstance(rapid_only, RapidOcrEngine)
     assert isinstance(build_ocr_engine(TesseractOptions()), OcrEngine)
 
-    from ingestion.ocr.factory import FallbackOcrEngine
+    from pagesight.ingestion.ocr.factory import FallbackOcrEngine
 
     chained = build_ocr_engine(RapidOcrOptions())
     assert isinstance(chained, FallbackOcrEngine)
@@ -405,7 +405,7 @@ class _ScriptedEngine:
 
 
 def test_fallback_engine_reads_only_pages_the_primary_found_empty() -> None:
-    from ingestion.ocr.factory import FallbackOcrEngine
+    from pagesight.ingestion.ocr.factory import FallbackOcrEngine
 
     line = OcrLine(text="hello", bbox_px=(1, 1, 20, 10), confidence=0.9, words=[])
     image = Image.new("RGB", (40, 20), "white")

@@ -14,14 +14,14 @@ import pymupdf
 import pytest
 from PIL import Image
 
-from api.images import parse_highlight
-from core.links import page_image_url
-from core.types import BBox
-from ingestion import samples
-from ingestion.highlight import box_pixels, render_page_image
-from ingestion.parse.blocks import RawBlock
-from ingestion.parse.pdf import LayoutPageParser
-from ingestion.render import PyMuPdfRenderer
+from pagesight.api.images import parse_highlight
+from pagesight.core.links import page_image_url
+from pagesight.core.types import BBox
+from pagesight.ingestion import samples
+from pagesight.ingestion.highlight import box_pixels, render_page_image
+from pagesight.ingestion.parse.blocks import RawBlock
+from pagesight.ingestion.parse.pdf import LayoutPageParser
+from pagesight.ingestion.render import PyMuPdfRenderer
 
 OUTLINE = (230, 60, 0)
 FILL = (255, 200, 0, 60)

@@ -13,11 +13,11 @@ import pymupdf
 import pytest
 from PIL import Image
 
-from core.settings import Settings
-from core.types import ElementKind
-from ingestion.parse.pdf import page_text
-from ingestion.parse.plain import PARSER_NAME, plain_blocks, plain_page
-from ingestion.pipeline import DocumentParser
+from pagesight.core.settings import Settings
+from pagesight.core.types import ElementKind
+from pagesight.ingestion.parse.pdf import page_text
+from pagesight.ingestion.parse.plain import PARSER_NAME, plain_blocks, plain_page
+from pagesight.ingestion.pipeline import DocumentParser
 
 BODY = (
     "The company designs and sells analog, mixed-signal and digital signal processing circuits "

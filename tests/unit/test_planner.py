@@ -1,4 +1,4 @@
-"""Planning for route agentic (query.planner): the rule planner on English and Japanese
+"""Planning for route agentic (pagesight.query.planner): the rule planner on English and Japanese
 questions, references read in passages, the LLM planner with a scripted model, and one
 contract both planners meet."""
 
@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from core.errors import ErrorCode
-from models.llm import LlmError
-from query.planner import (
+from pagesight.core.errors import ErrorCode
+from pagesight.models.llm import LlmError
+from pagesight.query.planner import (
     PLAN_SCHEMA,
     PLAN_SCHEMA_NAME,
     LlmPlanner,
@@ -308,7 +308,7 @@ def test_llm_comparison_without_two_parts_is_one_search() -> None:
 
 
 def test_build_planner_picks_by_settings() -> None:
-    from core.settings import MultiStepOptions
+    from pagesight.core.settings import MultiStepOptions
 
     llm = ScriptedChat.by_question({})
     assert isinstance(build_planner(MultiStepOptions(), None), RulePlanner)

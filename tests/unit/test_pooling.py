@@ -1,12 +1,13 @@
-"""Mean pooling of a page's patch grid into the first-stage multi-vector (models.pooling)."""
+"""Mean pooling of a page's patch grid into the first-stage multi-vector
+(pagesight.models.pooling)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from index.base import IndexSchema, pooled_vector_name
-from models.pooling import (
+from pagesight.index.base import IndexSchema, pooled_vector_name
+from pagesight.models.pooling import (
     ROWS_COLS,
     l2_normalise,
     pool_blocks,

@@ -1,5 +1,5 @@
-"""query.references: structural references read out of a query ('page 17', 'Fig. 4b', '第2章',
-'the second last slide') and resolved against a document's structure, never to a guess."""
+"""pagesight.query.references: structural references read out of a query ('page 17', 'Fig. 4b',
+'第2章', 'the second last slide') and resolved against a document's structure, never to a guess."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import time
 
 import pytest
 
-from core.types import (
+from pagesight.core.types import (
     DocumentStructure,
     StructuralReference,
     StructureItem,
     StructurePage,
     StructureSection,
 )
-from query.references import (
+from pagesight.query.references import (
     MAX_REFERENCES,
     MAX_SPAN_PAGES,
     Resolution,

@@ -1,14 +1,14 @@
-"""``ingestion.reindex``'s plain steps without engines: which documents can be rebuilt from
-where, and the catalog snapshot that rollback puts back."""
+"""``pagesight.ingestion.reindex``'s plain steps without engines: which documents can be rebuilt
+from where, and the catalog snapshot that rollback puts back."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from core.ids import file_version
-from core.types import Document, JobState, Page
-from ingestion.reindex import CatalogSnapshot, ReindexPlanner
-from store.catalog import Catalog
+from pagesight.core.ids import file_version
+from pagesight.core.types import Document, JobState, Page
+from pagesight.ingestion.reindex import CatalogSnapshot, ReindexPlanner
+from pagesight.store.catalog import Catalog
 
 
 def _document(catalog: Catalog, doc_id: str, source_uri: str, version: str, tenant: str) -> None:

@@ -1,6 +1,6 @@
 """The reranker, on a tiny random XLM-R cross-encoder built offline.
 
-The tiny checkpoint (models/tiny_reranker.py) loads through the real ``AutoTokenizer`` /
+The tiny checkpoint (pagesight/models/tiny_reranker.py) loads through the real ``AutoTokenizer`` /
 ``AutoModelForSequenceClassification.from_pretrained``, like ``BAAI/bge-reranker-v2-m3``, so
 these tests cover loading, pairing, truncation, batching and padding as with real weights; only
 the scores are meaningless.
@@ -16,16 +16,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.errors import ErrorCode, PageSightError, Stage
-from core.settings import RerankerOptions
-from models.reranker import (
+from pagesight.core.errors import ErrorCode, PageSightError, Stage
+from pagesight.core.settings import RerankerOptions
+from pagesight.models.reranker import (
     FUSED_RANKER_ID,
     CrossEncoderReranker,
     FusedScoreRanker,
     Ranker,
     build_ranker,
 )
-from models.tiny_reranker import build_tiny_cross_encoder
+from pagesight.models.tiny_reranker import build_tiny_cross_encoder
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 

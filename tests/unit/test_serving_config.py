@@ -8,18 +8,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from api.images import parse_highlight
-from api.protocols import IndexBackend
-from core.errors import ErrorCode, PageSightError
-from core.keys_file import load_records, save_records
-from core.links import page_image_url
-from core.settings import ApiKeyRecord, Settings
-from core.tracing import JsonLogFormatter, current_trace_id
-from gateway.auth import KeyRing, new_key
-from gateway.limits import ConcurrencyLimiter, RateLimited
-from gateway.tracing import trace_id_from_headers
-from ingestion.url_sources import SourcePolicy
-from services.app import (
+from pagesight.api.images import parse_highlight
+from pagesight.api.protocols import IndexBackend
+from pagesight.core.errors import ErrorCode, PageSightError
+from pagesight.core.keys_file import load_records, save_records
+from pagesight.core.links import page_image_url
+from pagesight.core.settings import ApiKeyRecord, Settings
+from pagesight.core.tracing import JsonLogFormatter, current_trace_id
+from pagesight.entrypoints.serve_app import (
     QUERY_METHODS,
     AppArgs,
     Autoscaling,
@@ -27,8 +23,12 @@ from services.app import (
     _options,
     handle_for,
 )
+from pagesight.gateway.auth import KeyRing, new_key
+from pagesight.gateway.limits import ConcurrencyLimiter, RateLimited
+from pagesight.gateway.tracing import trace_id_from_headers
+from pagesight.ingestion.url_sources import SourcePolicy
 
-CONFIGS = sorted((Path(__file__).parents[2] / "services" / "serve").glob("*.yaml"))
+CONFIGS = sorted((Path(__file__).parents[2] / "pagesight" / "entrypoints" / "serve").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
@@ -38,7 +38,7 @@ def test_serve_configs_are_valid(path: Path) -> None:
     document = yaml.safe_load(path.read_text())
     ServeDeploySchema.model_validate(document)
     for application in document["applications"]:
-        assert application["import_path"] == "services.app:build_app"
+        assert application["import_path"] == "pagesight.entrypoints.serve_app:build_app"
         AppArgs.model_validate(application["args"])
 
 

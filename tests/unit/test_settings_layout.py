@@ -2,8 +2,8 @@
 
 ``tests/fixtures/settings.json`` holds ``Settings().model_dump(mode="json")`` and
 ``Settings.model_json_schema()`` (every name, default, type, bound and description) as computed
-from ``core/settings.py`` before it was split. A deliberate change to a setting rewrites the
-fixture: ``python -m tests.unit.test_settings_layout --write``, and the diff shows the change.
+from ``pagesight/core/settings.py`` before it was split. A deliberate change to a setting rewrites
+the fixture: ``python -m tests.unit.test_settings_layout --write``, and the diff shows the change.
 """
 
 from __future__ import annotations
@@ -18,17 +18,17 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-import core.settings
-from core.settings import Settings
+import pagesight.core.settings
+from pagesight.core.settings import Settings
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "settings.json"
 SETTINGS_MODULES = (
-    "core.settings_ingestion",
-    "core.settings_models",
-    "core.settings_query",
-    "core.settings_index",
-    "core.settings_serving",
-    "core.settings_database",
+    "pagesight.core.settings_ingestion",
+    "pagesight.core.settings_models",
+    "pagesight.core.settings_query",
+    "pagesight.core.settings_index",
+    "pagesight.core.settings_serving",
+    "pagesight.core.settings_database",
 )
 
 
@@ -63,9 +63,11 @@ def test_every_setting_name_default_and_schema_is_unchanged() -> None:
 
 
 def test_every_option_model_lives_beside_its_package_and_is_re_exported() -> None:
-    exported = {name: getattr(core.settings, name) for name in core.settings.__all__}
+    exported = {
+        name: getattr(pagesight.core.settings, name) for name in pagesight.core.settings.__all__
+    }
     models = {n: v for n, v in exported.items() if isinstance(v, type) and issubclass(v, BaseModel)}
-    assert Settings.__module__ == "core.settings"
+    assert Settings.__module__ == "pagesight.core.settings"
     homes = {cls.__module__ for name, cls in models.items() if name != "Settings"}
     assert homes == set(SETTINGS_MODULES)
     for module in SETTINGS_MODULES:
@@ -76,7 +78,10 @@ def test_every_option_model_lives_beside_its_package_and_is_re_exported() -> Non
             and issubclass(value, BaseModel)
             and value.__module__ == module
         }
-        assert public <= set(core.settings.__all__), (module, public - set(core.settings.__all__))
+        assert public <= set(pagesight.core.settings.__all__), (
+            module,
+            public - set(pagesight.core.settings.__all__),
+        )
 
 
 @pytest.mark.usefixtures("clean_environment")

@@ -1,10 +1,10 @@
-"""Search-hit snippets (query.snippets): table rows as cells, not markdown pipes."""
+"""Search-hit snippets (pagesight.query.snippets): table rows as cells, not markdown pipes."""
 
 from __future__ import annotations
 
 import pytest
 
-from query.snippets import readable_text, snippet, table_row_cells
+from pagesight.query.snippets import readable_text, snippet, table_row_cells
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from api.models import SearchHit
-from core.types import Document, PageHit, source_name
+from pagesight.api.models import SearchHit
+from pagesight.core.types import Document, PageHit, source_name
 
 
 @pytest.mark.parametrize(

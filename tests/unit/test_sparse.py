@@ -7,11 +7,11 @@ import math
 import numpy as np
 import pytest
 
-from core.protocols import SparseEncoder
-from core.settings import SparseOptions
-from core.types import SparseVector
-from models.sparse import Bm25Encoder, term_index
-from models.text import language_of, normalize_text, query_script, tokenize
+from pagesight.core.protocols import SparseEncoder
+from pagesight.core.settings import SparseOptions
+from pagesight.core.types import SparseVector
+from pagesight.models.sparse import Bm25Encoder, term_index
+from pagesight.models.text import language_of, normalize_text, query_script, tokenize
 
 # --- tokenizer: English -------------------------------------------------------------------------
 

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from core.types import DocumentStructure, StructurePage, StructureSection
-from query.references import resolve_reference
-from query.statements import statement_pages, statement_references, title_statement
+from pagesight.core.types import DocumentStructure, StructurePage, StructureSection
+from pagesight.query.references import resolve_reference
+from pagesight.query.statements import statement_pages, statement_references, title_statement
 
 
 @pytest.mark.parametrize(

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from core.keys_file import load_records
-from core.types import (
+from pagesight.core.keys_file import load_records
+from pagesight.core.types import (
     AuditEntry,
     Document,
     DocumentStructure,
@@ -27,12 +27,12 @@ from core.types import (
     RetrievalTrace,
     RouteName,
 )
-from store.catalog import Catalog
-from store.catalog_base import TERMINAL_STATES
-from store.key_stores import FileKeyStore
-from store.schema import head_revision
-from store.tables import UNFINISHED
-from store.traces import TraceStore
+from pagesight.store.catalog import Catalog
+from pagesight.store.catalog_base import TERMINAL_STATES
+from pagesight.store.key_stores import FileKeyStore
+from pagesight.store.schema import head_revision
+from pagesight.store.tables import UNFINISHED
+from pagesight.store.traces import TraceStore
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "store" / "v0"
 FILES = ("catalog.sqlite3", "traces.sqlite3", "api-keys.json")

@@ -1,4 +1,4 @@
-"""ingestion.structure: printed page labels (folios), sections and numbered items.
+"""pagesight.ingestion.structure: printed page labels (folios), sections and numbered items.
 
 The hand-built documents pin each rule; the tests on evaluation PDFs pin what the rules read on
 real footers, with labels checked by looking at the pages (skipped without the corpus).
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from core.types import (
+from pagesight.core.types import (
     BBox,
     Document,
     Element,
@@ -20,7 +20,7 @@ from core.types import (
     Page,
     ParsedDocument,
 )
-from ingestion.structure import (
+from pagesight.ingestion.structure import (
     MAX_SECTIONS,
     STRUCTURE_VERSION,
     build_structure,
@@ -591,7 +591,7 @@ def _margin_pages(name: str, first: int = 1, last: int | None = None) -> list[Pa
         pytest.skip(f"evaluation PDFs not found at {EVAL_PDFS}")
     import pymupdf
 
-    from ingestion.parse.pdf import page_margin_text
+    from pagesight.ingestion.parse.pdf import page_margin_text
 
     with pymupdf.open(EVAL_PDFS / name) as doc:
         stop = min(last or doc.page_count, doc.page_count)

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from core.types import (
+from pagesight.core.types import (
     AccessFilter,
     DocumentStructure,
     StructureItem,
     StructurePage,
     StructureSection,
 )
-from index.base import ScoredPoint
-from query.structure_search import (
+from pagesight.index.base import ScoredPoint
+from pagesight.query.structure_search import (
     StructureRoutes,
     document_order,
     page_ranking,

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from core.ids import chunk_id, element_id
-from core.settings import ChunkOptions
-from core.types import BBox, Chunk, Document, Element, ElementKind, Page, ParsedDocument
-from ingestion.chunk import Chunker
-from ingestion.tables import (
+from pagesight.core.ids import chunk_id, element_id
+from pagesight.core.settings import ChunkOptions
+from pagesight.core.types import BBox, Chunk, Document, Element, ElementKind, Page, ParsedDocument
+from pagesight.ingestion.chunk import Chunker
+from pagesight.ingestion.tables import (
     MAX_ROW_TEXT_CHARS,
     Period,
     TableGrid,
@@ -529,8 +529,8 @@ def test_row_chunks_are_deterministic_and_capped_per_table() -> None:
 @pytest.mark.skipif(not PDFS.is_dir(), reason="shared eval PDFs are not on this machine")
 def test_real_balance_sheet_row_holds_its_year_columns() -> None:
     pymupdf = pytest.importorskip("pymupdf")
-    from ingestion.parse.blocks import ElementAssembler
-    from ingestion.parse.pdf import LayoutPageParser
+    from pagesight.ingestion.parse.blocks import ElementAssembler
+    from pagesight.ingestion.parse.pdf import LayoutPageParser
 
     path = PDFS / "AMAZON_2017_10K.pdf"
     if not path.is_file():

@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.errors import ErrorCode, PageSightError
-from core.protocols import TextEmbedder
-from core.settings import EmbedderOptions, Settings
-from models.text_embedder import PACKAGED_MODEL_ID, SentenceTransformerEmbedder
+from pagesight.core.errors import ErrorCode, PageSightError
+from pagesight.core.protocols import TextEmbedder
+from pagesight.core.settings import EmbedderOptions, Settings
+from pagesight.models.text_embedder import PACKAGED_MODEL_ID, SentenceTransformerEmbedder
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 

@@ -1,4 +1,4 @@
-"""The verified ONNX cache of the text embedder (``models.onnx_encoder``): a later process
+"""The verified ONNX cache of the text embedder (``pagesight.models.onnx_encoder``): a later process
 loads the recorded export without torch and gets PyTorch's vectors; a changed model file,
 option or library version, and a damaged cache file, all send the load back through PyTorch.
 
@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from core.settings import EmbedderOptions
-from models import onnx_encoder
-from models.onnx_encoder import AGREEMENT, verified_cache_key
-from models.text_embedder import SentenceTransformerEmbedder, packaged_model_path
+from pagesight.core.settings import EmbedderOptions
+from pagesight.models import onnx_encoder
+from pagesight.models.onnx_encoder import AGREEMENT, verified_cache_key
+from pagesight.models.text_embedder import SentenceTransformerEmbedder, packaged_model_path
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 
@@ -119,8 +119,8 @@ def test_the_recorded_export_gives_the_torch_vectors_without_loading_torch(
 def test_a_fresh_process_on_the_recorded_export_imports_no_torch(recorded: Path) -> None:
     script = (
         "import sys; from pathlib import Path\n"
-        "from core.settings import EmbedderOptions\n"
-        "from models.text_embedder import SentenceTransformerEmbedder\n"
+        "from pagesight.core.settings import EmbedderOptions\n"
+        "from pagesight.models.text_embedder import SentenceTransformerEmbedder\n"
         "options = EmbedderOptions(device='cpu', onnx_cache_dir=Path(sys.argv[1]))\n"
         "e = SentenceTransformerEmbedder(options)\n"
         "v = e.embed_query('fuel cost risk')\n"

@@ -9,19 +9,19 @@ import pymupdf
 import pytest
 from PIL import Image
 
-from core.types import BBox, Element, ElementKind, TextLine
-from ingestion.ocr import OcrLine, OcrResult
-from ingestion.parse.blocks import ElementAssembler, RawBlock
-from ingestion.parse.pdf import LayoutPageParser, ocr_blocks, page_text
-from ingestion.parse.plain import plain_blocks
-from ingestion.parse.text import (
+from pagesight.core.types import BBox, Element, ElementKind, TextLine
+from pagesight.ingestion.ocr import OcrLine, OcrResult
+from pagesight.ingestion.parse.blocks import ElementAssembler, RawBlock
+from pagesight.ingestion.parse.pdf import LayoutPageParser, ocr_blocks, page_text
+from pagesight.ingestion.parse.plain import plain_blocks
+from pagesight.ingestion.parse.text import (
     join_boxed_lines,
     join_lines,
     join_lines_with_ranges,
     line_text,
     shift_lines,
 )
-from ingestion.render import RenderedPage
+from pagesight.ingestion.render import RenderedPage
 
 BODY = (
     "The company designs and sells analog, mixed-signal and digital signal processing circuits "
@@ -217,7 +217,7 @@ def test_layout_blocks_and_their_fallback_carry_their_printed_lines() -> None:
 
 @pytest.mark.parametrize("bad", [None, (1.0, 2.0), (0.0, float("nan"), 1.0, 1.0)])
 def test_a_line_without_a_usable_box_gives_no_line(bad: object) -> None:
-    from ingestion.parse.text import line_box
+    from pagesight.ingestion.parse.text import line_box
 
     assert line_box({"bbox": bad} if bad is not None else {}) is None
     assert line_box({"bbox": (3, 4, 1, 2)}) == BBox.of((1, 2, 3, 4))

@@ -1,5 +1,5 @@
-"""Title choice (ingestion.titles): metadata titles that are no titles, the largest text of the
-first page, boilerplate that heads a page, SEC covers, printed citations."""
+"""Title choice (pagesight.ingestion.titles): metadata titles that are no titles, the largest text
+of the first page, boilerplate that heads a page, SEC covers, printed citations."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ingestion.titles import (
+from pagesight.ingestion.titles import (
     MAX_TITLE_CHARS,
     TitleLine,
     choose_title,
@@ -223,7 +223,7 @@ def test_nothing_that_fits_gives_none() -> None:
 def test_text_layer_lines_keep_horizontal_lines_with_their_font_size(tmp_path: Path) -> None:
     import pymupdf
 
-    from ingestion.parse.pdf import page_text
+    from pagesight.ingestion.parse.pdf import page_text
 
     with pymupdf.open() as doc:
         page = doc.new_page()

@@ -1,7 +1,7 @@
-"""Page images in the answer context (query/vision.py, AnswerPipeline with ``vision``): which
-questions get images, how pages are sized, cropped and budgeted, how image blocks are numbered,
-cited and checked, and the text-only fallback when the model fails on images. The image source
-is an in-memory fake; the LLM is the scripted chat model."""
+"""Page images in the answer context (pagesight/query/vision.py, AnswerPipeline with ``vision``):
+which questions get images, how pages are sized, cropped and budgeted, how image blocks are
+numbered, cited and checked, and the text-only fallback when the model fails on images. The image
+source is an in-memory fake; the LLM is the scripted chat model."""
 
 from __future__ import annotations
 
@@ -12,16 +12,16 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from api.models import AnswerRequest
-from core.errors import ErrorCode
-from core.settings import AnswerOptions, ImageContextOptions
-from core.types import AccessFilter, BBox, Passage, RetrievalTrace, RouteName, RouteTrace
-from models.llm import LlmError
-from models.reranker import FusedScoreRanker
-from query.answer import AnswerPipeline
-from query.context import approx_tokens, build_context
-from query.generation import build_messages, build_stream_messages
-from query.vision import (
+from pagesight.api.models import AnswerRequest
+from pagesight.core.errors import ErrorCode
+from pagesight.core.settings import AnswerOptions, ImageContextOptions
+from pagesight.core.types import AccessFilter, BBox, Passage, RetrievalTrace, RouteName, RouteTrace
+from pagesight.models.llm import LlmError
+from pagesight.models.reranker import FusedScoreRanker
+from pagesight.query.answer import AnswerPipeline
+from pagesight.query.context import approx_tokens, build_context
+from pagesight.query.generation import build_messages, build_stream_messages
+from pagesight.query.vision import (
     crop_box,
     fit_size,
     image_block_id,

@@ -1,0 +1,46 @@
+"""Settings of the vector index (``PAGESIGHT_INDEX__*``). Part of
+:class:`pagesight.core.settings.Settings`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class IndexOptions(BaseModel):
+    """Where the vector index lives. The backend is the embedded engine unless a Qdrant URL is
+    set (``PAGESIGHT_QDRANT_URL``); ``kind`` forces one."""
+
+    kind: Literal["auto", "edge", "qdrant"] = Field(
+        default="auto", description="auto: qdrant when qdrant_url is set, else edge (embedded)"
+    )
+    collection_prefix: str = Field(
+        default="pagesight",
+        pattern=r"^([A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*)?$",
+        description="index 'chunks' is the alias '<prefix>_chunks' (deployments sharing a server)",
+    )
+    path: Path | None = Field(default=None, description="embedded index root; <data_dir>/index")
+    keep_versions: int = Field(
+        default=1, ge=0, description="older collection versions kept for rollback"
+    )
+    upsert_batch: int = Field(default=256, ge=1, description="points per write request")
+    segment_mb: int = Field(
+        default=512,
+        ge=1,
+        description=(
+            "embedded page index: vector data per sealed segment (~2,500 ColQwen2 pages); a "
+            "query searches the segments in parallel, so aim for at least one per core"
+        ),
+    )
+    qdrant_timeout_s: int = Field(default=30, ge=1)
+    qdrant_prefer_grpc: bool = False
+    alias_check_s: float = Field(
+        default=1.0,
+        ge=0,
+        description=(
+            "a running searcher re-reads the live version's alias at most this often and "
+            "switches to a newly promoted (or rolled back) version; 0 = on every call"
+        ),
+    )

@@ -1,0 +1,61 @@
+"""Trace ids and structured logs, for every process of the service.
+
+Every request gets a trace id (the gateway takes it from the request's headers:
+:func:`pagesight.gateway.tracing.trace_id_from_headers`). It is set in :data:`current_trace_id` for
+the request, passed as an argument across Ray deployments (the index service sets it again on its
+side), returned in ``X-Trace-Id`` and in search responses, and written into every log line by
+:class:`JsonLogFormatter`, so one id finds a request's lines in every replica's logs.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import sys
+import time
+import uuid
+from typing import Any
+
+current_trace_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "pagesight_trace_id", default=None
+)
+
+
+def new_trace_id() -> str:
+    return uuid.uuid4().hex
+
+
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, trace_id, and any ``extra``."""
+
+    _STANDARD = frozenset(
+        logging.LogRecord("", 0, "", 0, "", None, None).__dict__.keys() | {"message", "asctime"}
+    )
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+            "trace_id": current_trace_id.get(),
+        }
+        for key, value in record.__dict__.items():
+            if key not in self._STANDARD and not key.startswith("_"):
+                line[key] = value
+        if record.exc_info:
+            line["exc_info"] = self.formatException(record.exc_info)
+        return json.dumps(line, default=str, ensure_ascii=False)
+
+
+def configure_json_logging(level: int = logging.INFO) -> None:
+    """Route the root logger (and so every PageSight logger) to JSON lines on stderr."""
+    root = logging.getLogger()
+    if any(isinstance(h.formatter, JsonLogFormatter) for h in root.handlers):
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonLogFormatter())
+    root.addHandler(handler)
+    root.setLevel(level)

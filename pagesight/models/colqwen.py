@@ -1,0 +1,391 @@
+"""ColQwen2 page and query multi-vectors with colpali-engine
+(:class:`pagesight.core.protocols.PageEmbedder`).
+
+A page image becomes one 128-d, L2-normalised vector per token of the prompt that colpali-engine
+wraps it in (``<|im_start|>user\\n<|vision_start|>`` + one ``<|image_pad|>`` per merged image
+patch + ``<|vision_end|>Describe the image.<|im_end|><|endoftext|>``); a query becomes one per
+token of ``query + 10 × <|endoftext|>`` (the "query augmentation" the model was trained with).
+Both are compared with MaxSim. Padding rows are dropped by the attention mask, never by token
+id: ``<|endoftext|>`` is both the pad token and a real token of every prompt and query.
+
+Image patches and the page: the Qwen2-VL image processor resizes a page (aspect ratio kept up
+to rounding) so that both sides are multiples of ``patch_size × merge_size`` = 28 px and the
+area is at most ``max_num_visual_tokens × 28²``; it never crops or pads, so the resized image
+covers the whole page. Each merged patch is a 28 × 28 cell of that image, i.e. the page divided
+into ``rows × cols`` equal cells, where ``(rows, cols) = image_grid_thw[1:] // merge_size``. The
+merged patches appear in raster order: patch ``i`` is cell ``(i // cols, i % cols)``. That order
+is fixed by the processor (it flattens patches as ``(row block, col block, 2, 2)``, and the
+patch merger folds each run of ``merge_size²`` patches into one token) and by the model's 3-D
+rotary positions (height id ``i // cols``, width id ``i % cols``); both are checked in
+``tests/unit/test_colqwen.py``. :func:`patch_boxes` turns that into page-unit boxes.
+
+Batching: pages are grouped by a token budget (``page_batch_tokens``), not a fixed count, because
+the language model pads every page of a batch to its longest; pages are sorted by size first so
+similar pages share a batch. A page's cost is its visual tokens plus the prompt's text tokens.
+
+Weights: ``model`` is a local directory or a hub id; with ``HF_HUB_OFFLINE=1`` a hub id must
+already be in the Hugging Face cache. ``vidore/colqwen2-v1.0`` is a LoRA adapter over
+``vidore/colqwen2-base``, so both must be cached; a checkpoint with the adapter merged into the
+base weights loads from one directory. A checkpoint that lacks any of the model's weights is
+refused (transformers would silently initialise them at random).
+
+Traps handled here (colpali-engine 0.3.18, transformers 5.3):
+
+* ``ColQwen2Processor.from_pretrained`` also loads a Qwen2-VL *video* processor, which imports
+  torchvision; without torchvision (the CPU profile) it fails. :func:`load_colqwen2_processor`
+  uses a subclass whose constructor takes only the image processor and the tokenizer.
+* ``Qwen2VLModel`` caches ``rope_deltas`` from the last image batch and applies them to the next
+  text-only batch: a query batch of a different size after a page batch then fails (shape
+  mismatch), and the model is not safe to share between threads. The cache is cleared before
+  every forward pass, and forward passes are serialised by a lock.
+* On CUDA the model runs in bfloat16, so its own L2 normalisation is only accurate to ~0.5 %;
+  rows are renormalised in float32 here so scores from CPU- and GPU-built indexes agree.
+
+Changing ``max_num_visual_tokens`` changes page vectors: give the options a new ``name`` so the
+index schema sees the change and re-indexes.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pagesight.core.errors import ErrorCode, PageSightError, Stage
+from pagesight.core.protocols import PageEmbedding
+from pagesight.core.settings import VisualEmbedderOptions
+from pagesight.models.hf import (
+    hub_offline,
+    load_failure,
+    model_id_of_dir,
+    quiet_transformers,
+    resolve_device,
+)
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+#: Width of ColQwen2's output vectors (``custom_text_proj``; fixed in colpali-engine).
+COLQWEN2_DIM = 128
+#: Suffix tokens appended to every query (colpali-engine's ``process_queries`` default).
+QUERY_AUGMENTATION_TOKENS = 10
+
+
+@dataclass(eq=False)
+class PageVectors:
+    """One page as late-interaction vectors (:class:`pagesight.core.protocols.PageEmbedding`).
+
+    ``vectors``: float32 ``[n, dim]``, every non-padding token row, L2-normalised.
+    ``image_mask``: bool ``[n]``, True for image-patch rows (``<|image_pad|>`` tokens), one
+    contiguous run. ``grid``: ``(rows, cols)`` of merged patches; ``vectors[image_mask][i]`` is
+    the cell in row ``i // cols``, column ``i % cols`` (see :func:`patch_boxes`).
+    """
+
+    vectors: npt.NDArray[np.float32]
+    image_mask: npt.NDArray[np.bool_]
+    grid: tuple[int, int]
+
+
+def patch_boxes(
+    grid: tuple[int, int], page_width: float, page_height: float
+) -> npt.NDArray[np.float64]:
+    """Box ``(x0, y0, x1, y1)`` in page units of every image patch, shape ``[rows * cols, 4]``.
+
+    Patch ``i`` is the cell in row ``i // cols`` and column ``i % cols`` of the page divided into
+    ``rows × cols`` equal cells (origin top-left). Exact, not an approximation: the processor
+    resizes the whole page (no crop, no padding) to ``rows × 28`` by ``cols × 28`` px, so each
+    28 px cell of the model's image maps linearly onto one such box; rounding to multiples of
+    28 px only changes the aspect ratio the model sees, not which part of the page a cell is.
+    """
+    rows, cols = grid
+    if rows <= 0 or cols <= 0:
+        raise ValueError(f"grid must be positive, got {grid}")
+    row, col = np.divmod(np.arange(rows * cols), cols)
+    cell_w, cell_h = page_width / cols, page_height / rows
+    return np.stack(
+        [col * cell_w, row * cell_h, (col + 1) * cell_w, (row + 1) * cell_h], axis=1
+    ).astype(np.float64)
+
+
+def group_by_token_budget(costs: Sequence[int], budget: int) -> list[list[int]]:
+    """Indices of ``costs`` grouped into batches whose padded cost fits ``budget``.
+
+    A batch is padded to its longest item, so its cost is ``len(batch) * max(cost)``. Items are
+    taken in ascending cost (stable), so similar sizes share a batch; an item above the budget
+    forms a batch of its own rather than failing.
+    """
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for index in sorted(range(len(costs)), key=lambda i: costs[i]):
+        if current and (len(current) + 1) * costs[index] > budget:
+            batches.append(current)
+            current = []
+        current.append(index)
+    if current:
+        batches.append(current)
+    return batches
+
+
+@cache
+def _image_only_processor_class() -> Any:
+    """``ColQwen2Processor`` without the video processor (which needs torchvision).
+
+    ``ProcessorMixin`` derives a processor's parts from its ``__init__`` signature, so dropping
+    ``video_processor`` from the signature makes ``from_pretrained`` load only the image
+    processor and the tokenizer. Videos are never embedded, so nothing else changes.
+    """
+    from colpali_engine.models import ColQwen2Processor
+
+    class ImageOnlyColQwen2Processor(ColQwen2Processor):
+        def __init__(
+            self,
+            image_processor: Any = None,
+            tokenizer: Any = None,
+            chat_template: Any = None,
+            **kwargs: Any,
+        ) -> None:
+            super().__init__(
+                image_processor=image_processor,
+                tokenizer=tokenizer,
+                video_processor=None,
+                chat_template=chat_template,
+                **kwargs,
+            )
+
+    return ImageOnlyColQwen2Processor
+
+
+def make_colqwen2_processor(image_processor: Any, tokenizer: Any) -> Any:
+    """A ColQwen2 processor from an image processor and a tokenizer built in memory."""
+    return _image_only_processor_class()(image_processor=image_processor, tokenizer=tokenizer)
+
+
+def load_colqwen2_processor(source: str, *, local_files_only: bool) -> Any:
+    """Load a ColQwen2 processor (image processor + tokenizer) from a directory or hub id."""
+    return _image_only_processor_class().from_pretrained(source, local_files_only=local_files_only)
+
+
+def set_max_visual_tokens(processor: Any, max_num_visual_tokens: int) -> None:
+    """Cap page images at ``max_num_visual_tokens`` merged patches, as colpali-engine's
+    ``from_pretrained(max_num_visual_tokens=...)`` does (both fields: the processor reads
+    ``size["longest_edge"]``, older code ``max_pixels``)."""
+    image_processor = processor.image_processor
+    cell = int(image_processor.patch_size) * int(image_processor.merge_size)
+    max_pixels = max_num_visual_tokens * cell * cell
+    image_processor.max_pixels = max_pixels
+    image_processor.size = {**image_processor.size, "longest_edge": max_pixels}
+
+
+class ColQwen2Embedder:
+    """Page and query multi-vectors from a ColQwen2 checkpoint; weights load on first use."""
+
+    def __init__(self, options: VisualEmbedderOptions | None = None) -> None:
+        self.options = options or VisualEmbedderOptions()
+        self._model: Any = None
+        self._processor: Any = None
+        self._device: Any = None
+        self._prompt_tokens = 0
+        self._load_lock = threading.Lock()
+        # Serialises forward passes: the model caches rope_deltas between calls (module doc).
+        self._forward_lock = threading.Lock()
+
+    @classmethod
+    def from_loaded(
+        cls, model: Any, processor: Any, options: VisualEmbedderOptions | None = None
+    ) -> ColQwen2Embedder:
+        """Wrap a ColQwen2 model and processor built in memory (benchmarks with random
+        full-size weights, tests); the model stays on its device and in its dtype."""
+        embedder = cls(options)
+        with embedder._load_lock:
+            embedder._attach(model.eval(), processor, model.device)
+        return embedder
+
+    @property
+    def model_id(self) -> str:
+        """The explicit ``name``; else the hub id (also when read from a hub-cache snapshot
+        path); else the local directory's name."""
+        if self.options.name:
+            return self.options.name
+        local = self._local_dir()
+        return model_id_of_dir(local) if local is not None else self.options.model
+
+    @property
+    def dim(self) -> int:
+        return int(self._model.dim) if self._model is not None else COLQWEN2_DIM
+
+    def warm_up(self) -> None:
+        """Load the processor and weights (once; concurrent callers wait for the first)."""
+        if self._model is not None:
+            return
+        with self._load_lock:
+            if self._model is None:
+                self._load()
+
+    def embed_pages(self, images: Sequence[Image.Image]) -> list[PageEmbedding]:
+        """One :class:`PageVectors` per image, in input order; any mix of page sizes."""
+        if len(images) == 0:
+            return []
+        self.warm_up()
+        costs = [self._page_cost(image.size) for image in images]
+        results: list[PageEmbedding | None] = [None] * len(images)
+        for batch in group_by_token_budget(costs, self.options.page_batch_tokens):
+            for index, page in zip(
+                batch, self._embed_page_batch([images[i] for i in batch]), strict=True
+            ):
+                results[index] = page
+        return [page for page in results if page is not None]
+
+    def embed_queries(self, texts: Sequence[str]) -> list[npt.NDArray[np.float32]]:
+        """One float32 ``[tokens, dim]`` matrix per query (its own tokens, padding dropped)."""
+        if len(texts) == 0:
+            return []
+        self.warm_up()
+        processor = self._processor
+        suffix = processor.query_augmentation_token * QUERY_AUGMENTATION_TOKENS
+        prefix = getattr(processor, "query_prefix", "")
+        out: list[npt.NDArray[np.float32]] = []
+        size = self.options.query_batch_size
+        for start in range(0, len(texts), size):
+            batch = [prefix + text + suffix for text in texts[start : start + size]]
+            inputs = processor.process_texts(batch)
+            vectors = self._forward(inputs)
+            keep = inputs["attention_mask"].numpy().astype(bool)
+            out.extend(_normalised(vectors[i][keep[i]], self.model_id) for i in range(len(batch)))
+        return out
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _embed_page_batch(self, images: Sequence[Image.Image]) -> list[PageVectors]:
+        try:
+            inputs = self._processor.process_images(list(images))
+        except (OSError, ValueError) as exc:  # unreadable or unsupported image data
+            raise PageSightError(
+                ErrorCode.EMBED_FAILED, Stage.EMBED, f"page image could not be processed: {exc}"
+            ) from exc
+        vectors = self._forward(inputs)
+        keep = inputs["attention_mask"].numpy().astype(bool)
+        input_ids = inputs["input_ids"].numpy()
+        grids = inputs["image_grid_thw"].numpy()
+        merge = int(self._processor.image_processor.merge_size)
+        pages: list[PageVectors] = []
+        for i in range(len(images)):
+            image_mask = input_ids[i][keep[i]] == self._processor.image_token_id
+            grid = (int(grids[i][1]) // merge, int(grids[i][2]) // merge)
+            if int(image_mask.sum()) != grid[0] * grid[1]:
+                raise PageSightError(
+                    ErrorCode.EMBED_FAILED,
+                    Stage.EMBED,
+                    f"{self.model_id}: {int(image_mask.sum())} image tokens for a {grid} grid",
+                )
+            rows = _normalised(vectors[i][keep[i]], self.model_id)
+            pages.append(PageVectors(vectors=rows, image_mask=image_mask, grid=grid))
+        return pages
+
+    def _forward(self, inputs: Any) -> npt.NDArray[np.float32]:
+        """Run the model on processor output; float32 ``[batch, seq, dim]`` on the CPU."""
+        import torch
+
+        try:
+            with self._forward_lock, torch.inference_mode():
+                self._model.rope_deltas = None  # stale deltas from the last image batch
+                output = self._model(**inputs.to(self._device))
+                array: npt.NDArray[np.float32] = output.float().cpu().numpy()
+        except RuntimeError as exc:  # torch raises RuntimeError for OOM and device failures
+            raise PageSightError(
+                ErrorCode.EMBED_FAILED, Stage.EMBED, f"{self.model_id} failed to embed: {exc}"
+            ) from exc
+        return array
+
+    def _page_cost(self, size: tuple[int, int]) -> int:
+        """Tokens a page of ``size`` (width, height) takes: merged patches + prompt text."""
+        from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
+
+        image_processor = self._processor.image_processor
+        patch, merge = int(image_processor.patch_size), int(image_processor.merge_size)
+        width, height = size
+        try:
+            resized_h, resized_w = smart_resize(
+                height,
+                width,
+                factor=patch * merge,
+                min_pixels=image_processor.size["shortest_edge"],
+                max_pixels=image_processor.size["longest_edge"],
+            )
+        except (ValueError, ZeroDivisionError) as exc:  # aspect ratio over 200, empty image
+            raise PageSightError(
+                ErrorCode.EMBED_FAILED,
+                Stage.EMBED,
+                f"page image of {width}x{height} px cannot be embedded: {exc}",
+            ) from exc
+        return (resized_h // (patch * merge)) * (resized_w // (patch * merge)) + self._prompt_tokens
+
+    def _local_dir(self) -> Path | None:
+        candidate = Path(self.options.model).expanduser()
+        return candidate if candidate.is_dir() else None
+
+    def _load(self) -> None:
+        import torch
+
+        device = resolve_device(self.options.device, "visual embedder", Stage.EMBED)
+        dtype_name = self.options.dtype
+        if dtype_name == "auto":
+            dtype_name = "bfloat16" if device == "cuda" else "float32"
+        dtype = getattr(torch, dtype_name)
+
+        local = self._local_dir()
+        source = str(local) if local is not None else self.options.model
+        local_files_only = hub_offline() or local is not None
+        extra: dict[str, Any] = {}
+        if self.options.attn_implementation is not None:
+            extra["attn_implementation"] = self.options.attn_implementation
+        try:
+            with quiet_transformers():
+                from colpali_engine.models import ColQwen2
+
+                processor = load_colqwen2_processor(source, local_files_only=local_files_only)
+                model, loading_info = ColQwen2.from_pretrained(
+                    source,
+                    dtype=dtype,
+                    local_files_only=local_files_only,
+                    output_loading_info=True,
+                    **extra,
+                )
+        except Exception as exc:  # any loader failure (missing files, offline, bad config)
+            raise load_failure(
+                "ColQwen2 model", source, local, "PAGESIGHT_VISUAL__MODEL", exc, Stage.EMBED
+            ) from exc
+        missing = sorted(loading_info.get("missing_keys") or ())
+        if missing:
+            raise PageSightError(
+                ErrorCode.EMBED_FAILED,
+                Stage.EMBED,
+                f"ColQwen2 checkpoint {source!r} lacks {len(missing)} weights "
+                f"(e.g. {', '.join(missing[:3])}); refusing to use random ones",
+            )
+        self._attach(model.to(device).eval(), processor, torch.device(device))
+
+    def _attach(self, model: Any, processor: Any, device: Any) -> None:
+        set_max_visual_tokens(processor, self.options.max_num_visual_tokens)
+        prompt_ids = processor.tokenizer(processor.visual_prompt_prefix)["input_ids"]
+        self._prompt_tokens = len(prompt_ids) - 1  # the one <|image_pad|> expands to the patches
+        self._processor = processor
+        self._device = device
+        self._model = model
+
+
+def _normalised(rows: npt.NDArray[np.float32], model_id: str) -> npt.NDArray[np.float32]:
+    """Rows rescaled to unit length in float32; a non-finite or zero row is an error."""
+    rows = np.ascontiguousarray(rows, dtype=np.float32)
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    if not np.all(np.isfinite(norms)) or np.any(norms == 0):
+        raise PageSightError(
+            ErrorCode.EMBED_FAILED, Stage.EMBED, f"{model_id} produced non-finite vectors"
+        )
+    normalised: npt.NDArray[np.float32] = rows / norms
+    return normalised

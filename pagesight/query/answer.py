@@ -1,0 +1,954 @@
+"""Grounded answers: retrieved passages in, a cited answer (or an honest abstention) out.
+
+This is the answer half of the query flow (DESIGN.md section 1): candidates -> rerank ->
+threshold (abstain) -> grounded generation with numbered context -> citation check -> answer
+with citations {doc, page, element ids, boxes} and the trace id. It is a plain class that knows
+nothing of HTTP or Ray, so a ``/v1/answer`` route, a Serve deployment and the tests all drive the
+same code; the candidate search, the ranker and the LLM are injected.
+
+Why it is built this way:
+
+* **Abstain before generating.** When nothing was found, or the best evidence scores below
+  :attr:`AnswerOptions.abstain_threshold`, the LLM is never called: a model asked to answer from
+  irrelevant text will usually answer anyway. The threshold is on :func:`confidence_of`'s
+  ``[0, 1]`` scale and is calibrated per ranker (``bench/calibrate_abstain.py``, on questions
+  outside the smoke subset). A query no score exists for (all scores NaN) is not abstained on.
+* **Documents are data.** Retrieved text is untrusted (anyone who can get a PDF indexed can
+  write "ignore previous instructions" into it). The system prompt carries only our
+  instructions; each passage travels in the user message inside a ``<document n=N>`` ...
+  ``</document>`` block whose delimiters cannot be forged from inside (they are escaped in the
+  text), and the system prompt says that block contents are never instructions.
+* **Every citation is checked.** The model returns JSON (:data:`ANSWER_SCHEMA`, enforced by
+  vLLM's guided decoding where available); a sentence citing a block number that was not in the
+  context, or a reply that is not the promised JSON, gets exactly one regeneration with a user
+  message naming the problem (at temperature 0 the same prompt would give the same reply).
+  What is still unsupported after that is withheld, never shown: sentences with no valid
+  citation are dropped, and the ``strict`` policy also drops uncited sentences and abstains when
+  nothing is left or the evidence is weak. A reply that is still not JSON falls back to the
+  extractive answer over the same context.
+* **Answerability is judged by the model that reads.** The same structured reply lists the
+  blocks that contain the answer by themselves (``sufficient``, in the trace): ``strict``
+  abstains when the model marks none, even if it wrote sentences (a model asked to answer
+  tends to answer from on-topic text that does not hold the answer; the offline scores could
+  not tell such questions apart, ROC AUC about 0.5). Streamed prose carries no such list.
+* **Extractive mode** (no LLM configured: the embedded default) quotes sentences of the context
+  verbatim (whitespace collapsed) with their block's citation, chosen by lexical overlap with
+  the question using the sparse index's tokenizer (:func:`pagesight.models.text.tokenize`: stemming,
+  stop words, numbers, CJK bigrams). It never writes a word of its own, and abstains when no
+  sentence shares a content word with the question.
+* **Streaming** (:meth:`AnswerPipeline.stream`) runs the same steps; only generation differs.
+  JSON cannot be shown while it is written, so a streamed LLM answer is prose whose sentences
+  end with ``[n]`` markers (:data:`STREAM_SYSTEM_PROMPT`), forwarded token by token and checked
+  by the same rules once complete. Tokens cannot be unsent, so there is no regeneration: the
+  final answer drops what failed and lists it in ``withheld``, and that final answer, not the
+  tokens, is the authority. Extractive answers are checked first and then sent as tokens.
+* **Deterministic.** No randomness, no clock: the same passages, scores and LLM replies give the
+  same response, which makes answers auditable and tests exact.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from pydantic import ValidationError
+
+from pagesight.core.links import page_image_url
+from pagesight.core.protocols import (
+    CandidateSearch,
+    ChatModel,
+    CorrectiveSearch,
+    PageImageSource,
+    PageRanker,
+    Ranker,
+    StreamingChatModel,
+)
+from pagesight.core.settings import AnswerOptions
+from pagesight.core.types import (
+    AccessFilter,
+    AnswerResponse,
+    AnswerSentence,
+    AnswerToken,
+    AnswerTrace,
+    AnswerUnit,
+    BBox,
+    Candidates,
+    ChatMessage,
+    Citation,
+    Passage,
+    Policy,
+    Question,
+    QuotePart,
+    RetrievalTrace,
+    VisionTrace,
+    WithheldSentence,
+)
+from pagesight.models.llm import LlmError, MalformedOutput
+from pagesight.models.reranker import FusedScoreRanker
+from pagesight.query.answer_units import MAX_LEAD_WORDS
+from pagesight.query.context import (
+    ContextBlock,
+    TokenCounter,
+    approx_tokens,
+    build_context,
+    confidence_of,
+    context_block,
+)
+from pagesight.query.extractive import best_quote, extract_sentences, plain_text
+from pagesight.query.generation import (
+    ABSTAIN_TEXT,
+    SCHEMA_NAME,
+    Attempt,
+    Reply,
+    answer_schema,
+    build_messages,
+    build_stream_messages,
+    correction_message,
+    parse_cited_prose,
+    with_markers,
+)
+from pagesight.query.lead import (
+    MAX_RELATED,
+    MAX_SUPPORTING_WORDS,
+    LeadChoice,
+    Scored,
+    choose_lead,
+    window,
+)
+from pagesight.query.quotes import find_quote, quote_parts
+from pagesight.query.references import parse_references
+from pagesight.query.vision import numbered_after, page_image_blocks, vision_wanted
+from pagesight.query.visual_rerank import fuse_visual_ranking
+
+# -- the pipeline ------------------------------------------------------------------------------
+
+
+@dataclass
+class AnsweredQuery:
+    """An answer and its trace: the retrieval trace with :class:`AnswerTrace` filled in."""
+
+    response: AnswerResponse
+    trace: RetrievalTrace
+
+
+class AnswerPipeline:
+    """Question -> candidates -> rerank -> abstain or answer with checked citations.
+
+    ``candidates(query, access, route, n)`` returns up to ``n`` passages that ``access`` may
+    read, best first (permission filters apply there, never here); ``ranker`` reorders and
+    scores them; ``llm`` generates (None: extractive answers). Construction does no work.
+    """
+
+    def __init__(
+        self,
+        candidates: CandidateSearch,
+        ranker: Ranker,
+        llm: ChatModel | None,
+        options: AnswerOptions | None = None,
+        *,
+        count_tokens: TokenCounter = approx_tokens,
+        corrective: CorrectiveSearch | None = None,
+        visual: PageRanker | None = None,
+        vision: Literal["off", "auto", "always"] = "off",
+        images: PageImageSource | None = None,
+    ) -> None:
+        self.candidates = candidates
+        self.ranker = ranker
+        #: fuses the exact MaxSim order of the candidates' pages into the ranker's order
+        self.visual = visual
+        self.llm = llm
+        self.options = options or AnswerOptions()
+        self.count_tokens = count_tokens
+        #: grades the candidates and corrects the search once (pagesight.query.corrective); it wraps
+        #: its own candidate search, which replaces ``candidates`` when set
+        self.corrective = corrective
+        #: whether the LLM is shown page images (``PAGESIGHT_LLM__VISION``, pagesight.query.vision),
+        #: and where they are read from (no source: never)
+        self.vision = vision
+        self.images = images
+
+    @property
+    def mode(self) -> Literal["llm", "extractive"]:
+        return "llm" if self.llm is not None else "extractive"
+
+    def answer(self, request: Question, access: AccessFilter, trace_id: str) -> AnswerResponse:
+        """The grounded answer to ``request`` from what ``access`` may read (module doc)."""
+        return self.run(request, access, trace_id).response
+
+    def run(self, request: Question, access: AccessFilter, trace_id: str) -> AnsweredQuery:
+        """:meth:`answer` with its trace: the candidate search's retrieval trace (under
+        ``trace_id``) plus what reranking, context building and generation did."""
+        return _finished(self._run(request, access, trace_id, streaming=False))
+
+    def stream(
+        self, request: Question, access: AccessFilter, trace_id: str
+    ) -> Generator[AnswerToken | AnsweredQuery, None, None]:
+        """:meth:`run`, streamed: :class:`AnswerToken` s as the answer is written, then one
+        :class:`AnsweredQuery` whose response is the checked answer (the authority).
+
+        Every step before generation is :meth:`run`'s own code (search, correction, rerank,
+        threshold, context), so an abstention there yields no token, only the final item. What
+        the tokens are is :meth:`_stream_generation`'s. Nothing runs before the first
+        ``next()``; closing the generator early closes the LLM's stream, which stops vLLM
+        generating. An :class:`~pagesight.models.llm.LlmError` propagates as in :meth:`run`, before
+        or after the first token; nothing is retried once a token is out.
+        """
+        answered = yield from self._run(request, access, trace_id, streaming=True)
+        yield answered
+
+    def _run(
+        self, request: Question, access: AccessFilter, trace_id: str, streaming: bool
+    ) -> Generator[AnswerToken, None, AnsweredQuery]:
+        """The body of :meth:`run` and :meth:`stream`: a generator that yields tokens only when
+        ``streaming`` and returns the answer with its trace."""
+        record = AnswerTrace(mode=self.mode, ranker=self.ranker.model_id)
+        access = _narrow(access, request.filters.doc_ids)
+        pool = max(self.options.candidate_pool, request.top_k_context)
+        if self.corrective is not None:
+            found, record.corrective = self.corrective.run(
+                request.query, access, request.route, pool
+            )
+        else:
+            found = self.candidates(request.query, access, request.route, pool)
+        if record.corrective is not None and record.corrective.abstained:
+            reason = record.corrective.reason or "corrective retrieval found nothing relevant"
+            response = self._abstain(trace_id, 0.0, reason)
+        else:
+            response = yield from self._answer(request, access, found, trace_id, record, streaming)
+        record.confidence = response.confidence
+        record.abstained = response.abstained
+        record.reason = response.reason
+        record.answer = response.answer
+        record.cited = [c.chunk_id for c in response.citations]
+        if found.trace is not None:
+            trace = found.trace.model_copy(update={"trace_id": trace_id, "answer": record})
+        else:
+            trace = RetrievalTrace(
+                trace_id=trace_id,
+                query=request.query,
+                requested_route=request.route,
+                route=request.route,
+                doc_ids=sorted({p.doc_id for p in found.passages}),
+                answer=record,
+            )
+        return AnsweredQuery(response=response, trace=trace)
+
+    def _answer(
+        self,
+        request: Question,
+        access: AccessFilter,
+        candidates: Candidates,
+        trace_id: str,
+        record: AnswerTrace,
+        streaming: bool = False,
+    ) -> Generator[AnswerToken, None, AnswerResponse]:
+        """Rerank, abstain or build the context, then generate; a generator only so that a
+        stream's tokens pass through (with ``streaming`` False it yields nothing)."""
+        options = self.options
+        found = candidates.passages
+        policy: Policy = "strict" if "strict" in (request.policy, options.policy) else "standard"
+        if access.doc_ids is not None:  # belt and braces: the search should have done it
+            allowed = set(access.doc_ids)
+            found = [p for p in found if p.doc_id in allowed]
+        found = _unique(found)
+        record.candidates = len(found)
+        if not found:
+            return self._abstain(trace_id, 0.0, "no passage that you may read matches the question")
+
+        since = time.perf_counter()
+        ranked = self._rerank(request.query, found, request.top_k_context, access, record)
+        record.stages_ms["rerank"] = _ms_since(since)
+        record.reranked = [
+            (passage.chunk_id, round(score, 6) if math.isfinite(score) else None)
+            for passage, score in ranked
+        ]
+        if not ranked:
+            return self._abstain(trace_id, 0.0, "no passage that you may read matches the question")
+        scored = [score for _, score in ranked if math.isfinite(score)]
+        confidence = max((self._confidence(score) for score in scored), default=0.0)
+        # No finite score: the scorer could not judge this query (the embedded profile's dense
+        # cosine when the dense route skipped the query's language), so no abstention on score.
+        threshold = options.abstain_threshold if scored else 0.0
+        if confidence < threshold:
+            weak = self._abstain(
+                trace_id,
+                confidence,
+                f"the best evidence ({confidence:.3f}) is below the abstain threshold "
+                f"({threshold:.3f})",
+            )
+            return weak.model_copy(update={"related": _related(request.query, ranked)})
+        if policy == "strict" and confidence < 2 * threshold:
+            weak = self._abstain(
+                trace_id,
+                confidence,
+                f"strict policy: the best evidence ({confidence:.3f}) is below twice the "
+                f"abstain threshold ({2 * threshold:.3f})",
+            )
+            return weak.model_copy(update={"related": _related(request.query, ranked)})
+
+        passages = [replace(passage, score=score) for passage, score in ranked]
+        images = self._image_blocks(request.query, passages, access, candidates.trace, record)
+        image_tokens = sum(block.image.tokens for block in images if block.image is not None)
+        blocks = build_context(
+            passages,
+            options.context_budget_tokens - image_tokens,
+            options.reserve_output_tokens,
+            self.count_tokens,
+        )
+        if images and not blocks:  # the images took the room the text needed: text alone
+            images = self._without_images(record, "no text passage fits beside the images")
+            blocks = build_context(
+                passages,
+                options.context_budget_tokens,
+                options.reserve_output_tokens,
+                self.count_tokens,
+            )
+        record.context_tokens = sum(self.count_tokens(block.text) for block in blocks)
+        if not blocks:
+            record.context = []
+            return self._abstain(trace_id, confidence, "no passage fits the context budget")
+        blocks += numbered_after(images, len(blocks) + 1)
+        if record.vision is not None:
+            record.vision.images = [block.image for block in blocks if block.image is not None]
+        record.context = [block.chunk_id for block in blocks]
+        record.context_tokens += image_tokens
+        since = time.perf_counter()
+        if streaming:
+            response = yield from self._stream_generation(
+                request.query, blocks, confidence, policy, trace_id, record
+            )
+        elif self.llm is None:
+            response = self._extractive(
+                request.query, blocks, confidence, trace_id, None, policy, record
+            )
+        else:
+            response = self._generate(
+                self.llm, request.query, blocks, confidence, policy, trace_id, record
+            )
+        record.stages_ms["generate" if self.llm is not None else "extract"] = _ms_since(since)
+        return response
+
+    # -- steps ---------------------------------------------------------------------------------
+
+    def _image_blocks(
+        self,
+        query: str,
+        passages: list[Passage],
+        access: AccessFilter,
+        retrieval: RetrievalTrace | None,
+        record: AnswerTrace,
+    ) -> list[ContextBlock]:
+        """The page-image blocks of this answer (module :mod:`pagesight.query.vision`), numbered
+        from 1; none without an LLM, with vision off or not wanted, or without an image source. The
+        decision and its reason go into ``record.vision``."""
+        if self.llm is None:
+            return []
+        wanted, reason = vision_wanted(self.vision, query, retrieval)
+        record.vision = VisionTrace(setting=self.vision, sent=wanted, reason=reason)
+        if not wanted:
+            return []
+        if self.images is None:
+            return self._without_images(record, "no page images are available to the pipeline")
+        options = self.options
+        available = options.context_budget_tokens - options.reserve_output_tokens
+        budget = min(options.images.budget_tokens, available // 2)
+        blocks = page_image_blocks(
+            passages, self.images, access, options.images, budget, self.count_tokens
+        )
+        if not blocks:
+            return self._without_images(
+                record, f"no page image fits the image budget ({budget} tokens) or is stored"
+            )
+        return blocks
+
+    @staticmethod
+    def _without_images(record: AnswerTrace, reason: str) -> list[ContextBlock]:
+        """No images after all: ``record.vision`` says why; returns the (empty) image blocks."""
+        if record.vision is not None:
+            record.vision.sent = False
+            record.vision.reason = f"{record.vision.reason}; not sent: {reason}"
+            record.vision.images = []
+        return []
+
+    def _rerank(
+        self,
+        query: str,
+        found: list[Passage],
+        top_k: int,
+        access: AccessFilter,
+        record: AnswerTrace,
+    ) -> list[tuple[Passage, float]]:
+        """The ranker's order and scores; with a visual reranker, the whole pool's text order
+        fused with the exact MaxSim order of its pages, cut to ``top_k`` after fusion. Scores
+        stay the ranker's: an RRF score says where a passage ranked, not how well it answers,
+        so confidence and abstention never read it."""
+        visual = self.visual
+        weight = self.options.visual_rerank_weight
+        keep = len(found) if visual is not None and weight > 0 else top_k
+        ranked = self._ranker_order(query, found, keep)
+        if visual is None or weight <= 0 or not ranked:
+            return ranked
+        record.visual_ranker = visual.model_id
+        pages = [(passage.doc_id, passage.page_number) for passage, _ in ranked]
+        score_of = {id(passage): score for passage, score in ranked}
+        fused = fuse_visual_ranking(
+            [passage for passage, _ in ranked],
+            lambda passage: (passage.doc_id, passage.page_number),
+            visual.rerank(query, pages, access),
+            visual_weight=weight,
+            k=self.options.visual_rerank_k,
+        )
+        return [(passage, score_of[id(passage)]) for passage, _ in fused[:top_k]]
+
+    def _ranker_order(
+        self, query: str, found: Sequence[Passage], keep: int
+    ) -> list[tuple[Passage, float]]:
+        ranker = self.ranker
+        if isinstance(ranker, FusedScoreRanker):  # pass-through: the search's own scores
+            return ranker.rerank(
+                query, found, _text_of, keep, score_of=lambda passage: passage.score
+            )
+        return ranker.rerank(query, found, _text_of, keep)
+
+    def confidences(self, query: str, passages: Sequence[Passage]) -> list[float]:
+        """Each passage's confidence on ``[0, 1]``, in input order: the ranker's score on the
+        scale the abstain threshold is calibrated on (corrective retrieval's score bands use
+        it too). The visual rerank is not run: it reorders, and never feeds confidence."""
+        ranked = self._ranker_order(query, passages, len(passages))
+        by_identity = {id(passage): self._confidence(score) for passage, score in ranked}
+        return [by_identity.get(id(passage), 0.0) for passage in passages]
+
+    def _confidence(self, score: float) -> float:
+        scale = self.options.score_scale
+        if scale == "auto":
+            scale = "probability" if isinstance(self.ranker, FusedScoreRanker) else "logit"
+        return confidence_of(score, scale)
+
+    def _extractive(
+        self,
+        query: str,
+        blocks: list[ContextBlock],
+        confidence: float,
+        trace_id: str,
+        note: str | None,
+        policy: Policy = "standard",
+        record: AnswerTrace | None = None,
+    ) -> AnswerResponse:
+        """The extractive answer: a lead unit, supporting quotes, or an abstention with related
+        passages (:mod:`pagesight.query.lead`); ``answer.extractive = "quotes"`` keeps the earlier
+        list of best-overlap sentences (the evaluation's baseline)."""
+        if self.options.extractive == "lead":
+            return self._lead_answer(query, blocks, confidence, trace_id, note, policy, record)
+        return self._quotes_answer(query, blocks, confidence, trace_id, note)
+
+    def _lead_answer(
+        self,
+        query: str,
+        blocks: list[ContextBlock],
+        confidence: float,
+        trace_id: str,
+        note: str | None,
+        policy: Policy,
+        record: AnswerTrace | None,
+    ) -> AnswerResponse:
+        text_blocks = _one_document_for_page_references(query, blocks)
+        choice = choose_lead(
+            query,
+            text_blocks,
+            min_coverage=self.options.min_coverage,
+            max_supporting=self.options.max_supporting,
+            strict=policy == "strict",
+        )
+        if record is not None:
+            record.answer_type = choice.answer_type
+            record.coverage = choice.coverage
+        if choice.lead is None:
+            abstained = self._abstain(
+                trace_id, confidence, choice.reason or "nothing to quote", mode="extractive"
+            )
+            return abstained.model_copy(update={"related": _related_citations(choice)})
+        citations: list[Citation] = []
+        units: list[AnswerUnit] = []
+        for scored, limit in [
+            (choice.lead, MAX_LEAD_WORDS),
+            *((s, MAX_SUPPORTING_WORDS) for s in choice.supporting),
+        ]:
+            unit, citation = _unit_citation(len(citations) + 1, scored, limit)
+            citations.append(citation)
+            units.append(unit)
+        lead, supporting = units[0], units[1:]
+        return AnswerResponse(
+            answer=lead.text,
+            abstained=False,
+            reason=note,
+            sentences=[AnswerSentence(text=lead.text, citations=list(lead.citations))],
+            lead=lead,
+            supporting=supporting,
+            citations=citations,
+            confidence=confidence,
+            mode="extractive",
+            trace_id=trace_id,
+        )
+
+    def _quotes_answer(
+        self,
+        query: str,
+        blocks: list[ContextBlock],
+        confidence: float,
+        trace_id: str,
+        note: str | None,
+    ) -> AnswerResponse:
+        picked = extract_sentences(query, blocks, self.options.max_sentences)
+        if not picked:
+            reason = "no sentence of the retrieved passages shares a word with the question"
+            return self._abstain(trace_id, confidence, reason, mode="extractive")
+        sentences = [AnswerSentence(text=text, citations=[block.n]) for text, block in picked]
+        quotes: dict[int, list[str]] = {}
+        for text, block in picked:
+            quotes.setdefault(block.n, []).append(text)
+        by_n = {block.n: block for block in blocks}
+        citations = [_citation(by_n[n], " … ".join(quotes[n])) for n in sorted(quotes)]
+        return AnswerResponse(
+            answer=" ".join(s.text for s in sentences),
+            abstained=False,
+            reason=note,
+            sentences=sentences,
+            citations=citations,
+            confidence=confidence,
+            mode="extractive",
+            trace_id=trace_id,
+        )
+
+    def _generate(
+        self,
+        llm: ChatModel,
+        query: str,
+        blocks: list[ContextBlock],
+        confidence: float,
+        policy: Policy,
+        trace_id: str,
+        record: AnswerTrace,
+    ) -> AnswerResponse:
+        messages = build_messages(query, blocks, self.options.max_sentences)
+        numbers = {block.n for block in blocks}
+        try:
+            first = self._ask(llm, messages, numbers, record)
+        except LlmError as exc:
+            text_only = self._vision_failed(blocks, exc, record)
+            return self._generate(llm, query, text_only, confidence, policy, trace_id, record)
+        final = first
+        if first.problem is not None:
+            correction = [ChatMessage("assistant", first.raw)] if first.raw.strip() else []
+            correction.append(ChatMessage("user", correction_message(first, sorted(numbers))))
+            second = self._ask(llm, [*messages, *correction], numbers, record)
+            # The latest reply that parsed; a reply that never parsed falls back below.
+            final = second if second.reply is not None or first.reply is None else first
+        if final.reply is None:
+            note = f"the model's reply was not usable twice ({final.problem}); quoted instead"
+            return self._extractive(query, blocks, confidence, trace_id, note, policy, record)
+
+        reply = final.reply
+        if reply.abstain:
+            return self._abstain(trace_id, confidence, "the model found no answer in the documents")
+        if reply.sufficient is not None:
+            record.sufficient = sorted({n for n in reply.sufficient if n in numbers})
+            if policy == "strict" and not record.sufficient:
+                return self._abstain(
+                    trace_id,
+                    confidence,
+                    "strict policy: the model marked no document as containing the answer",
+                )
+        sentences = [(sentence.text, sentence.citations) for sentence in reply.sentences]
+        return self._checked(
+            sentences, blocks, final.unknown, confidence, policy, trace_id, shown=False
+        )
+
+    @staticmethod
+    def _vision_failed(
+        blocks: list[ContextBlock], error: LlmError, record: AnswerTrace
+    ) -> list[ContextBlock]:
+        """The text blocks of ``blocks``, to ask again without images after the model failed on
+        a request that had some (the trace says why); ``error`` itself when it had none: then
+        images were not the problem."""
+        text_only = [block for block in blocks if block.image is None]
+        if len(text_only) == len(blocks) or isinstance(error, MalformedOutput):
+            raise error
+        if record.vision is not None:
+            record.vision.sent = False
+            record.vision.fallback = f"{error.code}: {error.message}"[:500]
+        record.attempts.append(f"failed with images: {error.code}")
+        record.context = [block.chunk_id for block in text_only]
+        record.context_tokens -= sum(b.image.tokens for b in blocks if b.image is not None)
+        return text_only
+
+    def _ask(
+        self,
+        llm: ChatModel,
+        messages: list[ChatMessage],
+        numbers: set[int],
+        record: AnswerTrace,
+    ) -> Attempt:
+        """One structured completion, checked: JSON per schema, every citation in ``numbers``;
+        its outcome and token counts go into ``record``.
+
+        :class:`~pagesight.models.llm.MalformedOutput` is a problem to correct; any other
+        :class:`~pagesight.models.llm.LlmError` (server down, request rejected) propagates to the
+        caller.
+        """
+        attempt = self._attempt(llm, messages, numbers, record)
+        record.attempts.append(attempt.problem or "ok")
+        return attempt
+
+    def _attempt(
+        self,
+        llm: ChatModel,
+        messages: list[ChatMessage],
+        numbers: set[int],
+        record: AnswerTrace,
+    ) -> Attempt:
+        try:
+            result = llm.complete(
+                messages,
+                json_schema=answer_schema(max(numbers, default=1), self.options.max_sentences),
+                schema_name=SCHEMA_NAME,
+                max_tokens=self.options.reserve_output_tokens,
+            )
+        except MalformedOutput as exc:
+            return Attempt(raw=exc.raw_text, problem=f"not valid JSON: {exc.message}")
+        for name in ("prompt_tokens", "completion_tokens"):
+            count = getattr(result, name)
+            if count is not None:
+                setattr(record, name, (getattr(record, name) or 0) + count)
+        try:
+            reply = Reply.model_validate(result.parsed)
+        except ValidationError as exc:
+            detail = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:3]
+            )
+            return Attempt(raw=result.text, problem=f"JSON not matching the schema: {detail}")
+        unknown = sorted({n for s in reply.sentences for n in s.citations if n not in numbers})
+        problem = f"cited documents that do not exist: {unknown}" if unknown else None
+        return Attempt(raw=result.text, reply=reply, problem=problem, unknown=unknown)
+
+    def _abstain(
+        self,
+        trace_id: str,
+        confidence: float,
+        reason: str,
+        mode: Literal["llm", "extractive"] | None = None,
+    ) -> AnswerResponse:
+        return AnswerResponse(
+            answer=ABSTAIN_TEXT,
+            abstained=True,
+            reason=reason,
+            confidence=confidence,
+            mode=mode or self.mode,
+            trace_id=trace_id,
+        )
+
+    # -- streaming -----------------------------------------------------------------------------
+
+    def _stream_generation(
+        self,
+        query: str,
+        blocks: list[ContextBlock],
+        confidence: float,
+        policy: Policy,
+        trace_id: str,
+        record: AnswerTrace,
+    ) -> Generator[AnswerToken, None, AnswerResponse]:
+        """The generation step of :meth:`stream`: tokens, then the checked answer.
+
+        With a streaming LLM client the model writes prose citing ``[n]``
+        (:data:`STREAM_SYSTEM_PROMPT`, same numbered blocks as :func:`build_messages`); each
+        delta is forwarded as it comes and the whole is checked once complete
+        (:meth:`_check_prose`). The extractive answer (no LLM), and the JSON answer of a client
+        that cannot stream, are complete and checked before their first token: their sentences
+        are then sent as tokens, markers included, and never need withholding.
+        """
+        llm = self.llm
+        if llm is None:
+            response = self._extractive(query, blocks, confidence, trace_id, None, policy, record)
+        elif not isinstance(llm, StreamingChatModel):
+            response = self._generate(llm, query, blocks, confidence, policy, trace_id, record)
+        else:
+            messages = build_stream_messages(query, blocks, self.options.max_sentences)
+            parts: list[str] = []
+            deltas = llm.stream(messages, max_tokens=self.options.reserve_output_tokens)
+            try:
+                first = next(deltas, None)
+            except LlmError as exc:  # nothing is out yet: the same stream without images
+                blocks = self._vision_failed(blocks, exc, record)
+                messages = build_stream_messages(query, blocks, self.options.max_sentences)
+                deltas = llm.stream(messages, max_tokens=self.options.reserve_output_tokens)
+                first = next(deltas, None)
+            for delta in itertools.chain([first] if first is not None else [], deltas):
+                parts.append(delta)
+                yield AnswerToken(text=delta)
+            return self._check_prose("".join(parts), blocks, confidence, policy, trace_id, record)
+        if not response.abstained:
+            for i, sentence in enumerate(response.sentences):
+                text = with_markers(sentence.text, sentence.citations)
+                yield AnswerToken(text=text if i == 0 else f" {text}")
+        return response
+
+    def _check_prose(
+        self,
+        text: str,
+        blocks: list[ContextBlock],
+        confidence: float,
+        policy: Policy,
+        trace_id: str,
+        record: AnswerTrace,
+    ) -> AnswerResponse:
+        """The checked answer of a streamed reply ``text``, every token of which is already out.
+
+        The rules of :meth:`_generate`, applied once: a sentence whose citations are all unknown
+        numbers (under ``strict``: that cites nothing valid) is withheld, unknown numbers are
+        dropped from the others, at most ``max_sentences`` are kept, the abstention sentence
+        abstains. There is no regeneration: a second reply would contradict the text the client
+        already shows. Whatever was sent but is not in the answer is listed in ``withheld``, so
+        the client can take it off the screen.
+        """
+        numbers = {block.n for block in blocks}
+        parsed = parse_cited_prose(text)
+        unknown = sorted({n for _, cited in parsed for n in cited if n not in numbers})
+        problem = f"cited documents that do not exist: {unknown}" if unknown else "ok"
+        record.attempts.append(f"streamed: {problem}")
+        abstain = plain_text(ABSTAIN_TEXT)
+        if any(plain_text(sentence) == abstain for sentence, _ in parsed):
+            others = [
+                WithheldSentence(index=i, text=s, citations=c, reason="the model abstained")
+                for i, (s, c) in enumerate(parsed)
+                if plain_text(s) != abstain
+            ]
+            found_none = self._abstain(
+                trace_id, confidence, "the model found no answer in the documents"
+            )
+            return found_none.model_copy(update={"withheld": others})
+
+        return self._checked(parsed, blocks, unknown, confidence, policy, trace_id, shown=True)
+
+    def _checked(
+        self,
+        sentences: Sequence[tuple[str, list[int]]],
+        blocks: list[ContextBlock],
+        unknown: list[int],
+        confidence: float,
+        policy: Policy,
+        trace_id: str,
+        *,
+        shown: bool,
+    ) -> AnswerResponse:
+        """The answer made of the model's ``sentences`` (text, cited numbers) that pass the
+        citation check, for both the JSON reply and streamed prose.
+
+        A sentence whose citations are all unknown numbers (under ``strict``: that cites
+        nothing valid) is withheld, unknown numbers are dropped from the others, at most
+        ``max_sentences`` are kept. Withheld sentences are listed (with their reasons) only when
+        ``shown``, i.e. already streamed to the client; otherwise unsupported text never leaves
+        the server and only their count is in the reason. Nothing kept: an abstention.
+        ``unknown`` (numbers cited but not in the context) goes into the reason.
+        """
+        numbers = {block.n for block in blocks}
+        kept: list[AnswerSentence] = []
+        withheld: list[WithheldSentence] = []
+        limit = self.options.max_sentences
+        for index, (raw, cited) in enumerate(sentences):
+            sentence = " ".join(raw.split())
+            if not sentence:
+                continue
+            valid = list(dict.fromkeys(n for n in cited if n in numbers))
+            if cited and not valid:
+                why = f"cites only documents that do not exist: {cited}"
+            elif policy == "strict" and not valid:
+                why = "cites no document (strict policy)"
+            elif len(kept) >= limit:
+                why = f"beyond the limit of {limit} sentences"
+            else:
+                kept.append(AnswerSentence(text=sentence, citations=valid))
+                continue
+            withheld.append(
+                WithheldSentence(index=index, text=sentence, citations=cited, reason=why)
+            )
+        if not kept:
+            reason = (
+                f"all {len(withheld)} sentences of the model's answer lacked a valid citation"
+                if withheld
+                else "the model's answer was empty"
+            )
+            empty = self._abstain(trace_id, confidence, reason)
+            return empty.model_copy(update={"withheld": withheld if shown else []})
+
+        by_n = {block.n: block for block in blocks}
+        # Citations are numbered by their first appearance in the answer, not by block.
+        order = list(dict.fromkeys(n for sentence in kept for n in sentence.citations))
+        number = {n: i for i, n in enumerate(order, start=1)}
+        kept = [
+            AnswerSentence(text=s.text, citations=[number[n] for n in s.citations]) for s in kept
+        ]
+        citations = []
+        for n in order:
+            about = " ".join(s.text for s in kept if number[n] in s.citations)
+            block = by_n[n]
+            citations.append(
+                _citation(block, best_quote(block, about)).model_copy(update={"n": number[n]})
+            )
+        notes = []
+        if withheld:
+            notes.append(f"withheld {len(withheld)} sentence(s) without a valid citation")
+        if unknown:
+            notes.append(f"dropped citations of unknown documents {unknown}")
+        first = kept[0]
+        return AnswerResponse(
+            answer=" ".join(sentence.text for sentence in kept),
+            abstained=False,
+            reason="; ".join(notes) or None,
+            sentences=kept,
+            lead=AnswerUnit(text=first.text, citations=list(first.citations)),
+            citations=citations,
+            confidence=confidence,
+            mode="llm",
+            trace_id=trace_id,
+            withheld=withheld if shown else [],
+        )
+
+
+def _finished(steps: Generator[AnswerToken, None, AnsweredQuery]) -> AnsweredQuery:
+    """The result of a non-streaming :meth:`AnswerPipeline._run`, which yields nothing."""
+    try:
+        token = next(steps)
+    except StopIteration as done:
+        answered: AnsweredQuery = done.value
+        return answered
+    steps.close()
+    raise RuntimeError(f"a non-streaming answer produced a token: {token.text!r}")
+
+
+def _citation(block: ContextBlock, quote: str) -> Citation:
+    """The citation of ``block`` quoting ``quote`` (a piece of its text): on the page(s) the
+    quote's characters are printed on, with their boxes (:mod:`pagesight.query.quotes`). An image
+    block's has its page, crop box and image URL, and no quote (the model read the image, not a
+    text)."""
+    if block.image is not None:
+        return _cited(block.n, block, block.page_number, block.bboxes, quote="", parts=[])
+    found = find_quote(block.text, quote)
+    ranges = (found,) if found is not None else ()
+    return _quoted(block.n, block, quote, ranges)
+
+
+def _quoted(n: int, block: ContextBlock, quote: str, ranges: Sequence[tuple[int, int]]) -> Citation:
+    """Citation ``n`` of the characters ``ranges`` of ``block``'s text, shown as ``quote``."""
+    parts = quote_parts(block.text, ranges, block.spans, block.page_number, block.bboxes)
+    if not ranges:  # not found verbatim: the block's own page, as before spans
+        parts = [parts[0].model_copy(update={"text": quote})]
+    return _cited(n, block, parts[0].page_number, parts[0].bboxes, quote=quote, parts=parts)
+
+
+def _cited(
+    n: int,
+    block: ContextBlock,
+    page: int,
+    boxes: Sequence[BBox],
+    *,
+    quote: str,
+    parts: list[QuotePart],
+) -> Citation:
+    """Citation ``n`` of ``block`` on ``page`` with ``boxes`` (an image block's: its crop)."""
+    return Citation(
+        n=n,
+        doc_id=block.doc_id,
+        page_number=page,
+        chunk_id=block.chunk_id,
+        kind="image" if block.image is not None else "text",
+        element_ids=list(block.element_ids),
+        bboxes=list(boxes),
+        page_image_url=page_image_url(block.doc_id, page, list(boxes)),
+        quote=quote,
+        parts=parts,
+        title=block.title,
+        source_name=block.source_name,
+    )
+
+
+def _unit_citation(n: int, scored: Scored, max_words: int) -> tuple[AnswerUnit, Citation]:
+    """The answer unit ``scored`` (cut to ``max_words``) and its citation number ``n``."""
+    unit, block = scored.unit, scored.block
+    shown, ranges = window(unit, block.text, scored.value, max_words)
+    quote = " | ".join(" ".join(block.text[a:b].split()) for a, b in ranges)
+    answer_unit = AnswerUnit(
+        text=shown,
+        kind=unit.kind,
+        value=scored.value.text if scored.value is not None else None,
+        citations=[n],
+    )
+    return answer_unit, _quoted(n, block, quote, ranges)
+
+
+def _related(query: str, ranked: Sequence[tuple[Passage, float]]) -> list[Citation]:
+    """The nearest passages of an abstention on weak evidence, somewhere to look: the best unit
+    of each of the best-ranked chunks (:attr:`pagesight.query.lead.LeadChoice.related`)."""
+    blocks = [
+        context_block(n, passage, passage.text)
+        for n, (passage, _) in enumerate(ranked[: 2 * MAX_RELATED], start=1)
+    ]
+    return _related_citations(choose_lead(query, blocks, min_coverage=0.0, max_supporting=0))
+
+
+def _related_citations(choice: LeadChoice) -> list[Citation]:
+    """``choice.related`` as citations numbered from 1, each on the page its quote is printed."""
+    return [
+        _unit_citation(n, scored, MAX_SUPPORTING_WORDS)[1]
+        for n, scored in enumerate(choice.related, start=1)
+    ]
+
+
+#: Reference kinds that name a place in one document (a page, a slide, a figure).
+_PLACE_KINDS = frozenset({"page", "slide", "position", "figure", "table", "cover"})
+
+
+def _one_document_for_page_references(query: str, blocks: list[ContextBlock]) -> list[ContextBlock]:
+    """``blocks`` of the best-ranked document only when the question refers to a page, slide
+    or figure without naming a document: "page 3" of six documents is not one answer
+    (resolving which document belongs to retrieval). Otherwise ``blocks`` as they are."""
+    if len({block.doc_id for block in blocks}) < 2:
+        return blocks
+    if not any(ref.kind in _PLACE_KINDS for ref in parse_references(query)):
+        return blocks
+    best = next((block.doc_id for block in blocks if block.image is None), blocks[0].doc_id)
+    return [block for block in blocks if block.doc_id == best]
+
+
+def _unique(passages: list[Passage]) -> list[Passage]:
+    """``passages`` without repeats of a (chunk, page), keeping the first (best) of each."""
+    seen: set[tuple[str, int]] = set()
+    out = []
+    for passage in passages:
+        key = (passage.chunk_id, passage.page_number)
+        if key not in seen:
+            seen.add(key)
+            out.append(passage)
+    return out
+
+
+def _ms_since(since: float) -> float:
+    return round((time.perf_counter() - since) * 1000, 2)
+
+
+def _text_of(passage: Passage) -> str:
+    return passage.text
+
+
+def _narrow(access: AccessFilter, doc_ids: list[str] | None) -> AccessFilter:
+    """``access`` limited to ``doc_ids`` too (the intersection, when it already has a list)."""
+    if doc_ids is None:
+        return access
+    wanted = list(dict.fromkeys(doc_ids))
+    if access.doc_ids is not None:
+        allowed = set(access.doc_ids)
+        wanted = [d for d in wanted if d in allowed]
+    return access.model_copy(update={"doc_ids": wanted})
