@@ -46,6 +46,8 @@ class ErrorCode(StrEnum):
     CONFLICT = "CONFLICT"
     ROUTE_UNAVAILABLE = "ROUTE_UNAVAILABLE"
     INVALID_REQUEST = "INVALID_REQUEST"
+    #: a request body that is not JSON at all (its line and column are in the message)
+    INVALID_JSON = "INVALID_JSON"
     RATE_LIMITED = "RATE_LIMITED"
     SOURCE_NOT_ALLOWED = "SOURCE_NOT_ALLOWED"
     UNAVAILABLE = "UNAVAILABLE"

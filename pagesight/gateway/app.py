@@ -64,6 +64,7 @@ STATUS = {
     ErrorCode.TOO_LARGE: 413,
     ErrorCode.UNSUPPORTED_FORMAT: 415,
     ErrorCode.INVALID_REQUEST: 422,
+    ErrorCode.INVALID_JSON: 422,
     ErrorCode.ENCRYPTED: 422,
     ErrorCode.CORRUPT: 422,
     ErrorCode.RATE_LIMITED: 429,
@@ -150,7 +151,11 @@ async def on_pagesight_error(request: Request, exc: PageSightError) -> JSONRespo
 
 
 async def on_invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-    return _error_response(request, 422, _invalid_body(exc.errors()))
+    errors = list(exc.errors())
+    broken = next((e for e in errors if e.get("type") == "json_invalid"), None)
+    if broken is not None:
+        return _error_response(request, 422, _invalid_json_body(broken, exc.body))
+    return _error_response(request, 422, _invalid_body(errors))
 
 
 async def on_http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -174,6 +179,26 @@ async def on_crash(request: Request, exc: Exception) -> JSONResponse:
         message=f"internal error ({type(exc).__name__}); quote the trace id when reporting",
     )
     return _error_response(request, 500, body)
+
+
+def _invalid_json_body(error: dict[str, Any], document: Any) -> ErrorBody:
+    """A body that is not JSON: where it broke, as a line and column a person can find in what
+    they sent (FastAPI reports a character offset and "JSON decode error")."""
+    loc = error.get("loc", ())
+    offset = loc[-1] if loc and isinstance(loc[-1], int) else None
+    reason = str((error.get("ctx") or {}).get("error") or "not JSON").rstrip(".")
+    where = ""
+    if offset is not None and isinstance(document, str | bytes):
+        text = document.decode("utf-8", "replace") if isinstance(document, bytes) else document
+        offset = min(offset, len(text))
+        line = text.count("\n", 0, offset) + 1
+        column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+        where = f" at line {line}, column {column}"
+    return ErrorBody(
+        code=ErrorCode.INVALID_JSON.value,
+        stage=Stage.GATEWAY.value,
+        message=f"the request body is not valid JSON: {reason.lower()}{where}",
+    )
 
 
 def _invalid_body(errors: Any) -> ErrorBody:

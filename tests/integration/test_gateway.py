@@ -215,7 +215,6 @@ def test_upload_too_large_is_413(http: TestClient, tmp_path: Path) -> None:
         ('{"query": "x", "route": "psychic"}', "route"),
         ('{"query": "x", "unknown": 1}', "unknown"),
         ('{"query": "x", "top_k": 100000}', "top_k"),
-        ("{not json", "JSON"),
     ],
 )
 def test_bad_requests_are_422_with_a_message(http: TestClient, body: str, fragment: str) -> None:
@@ -229,6 +228,30 @@ def test_bad_requests_are_422_with_a_message(http: TestClient, body: str, fragme
     error = response.json()["error"]
     assert error["code"] == "INVALID_REQUEST" and fragment.lower() in error["message"].lower()
     assert error["trace_id"] == response.headers["x-trace-id"]
+
+
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        ("{not json", "line 1, column 2"),
+        ('{\n  "query": "x",\n  "top_k": 5,,\n}', "line 3, column 14"),
+    ],
+)
+def test_malformed_json_is_422_invalid_json_with_line_and_column(
+    http: TestClient, body: str, where: str
+) -> None:
+    """Not "14: JSON decode error": the code says what is wrong, the message where."""
+    http.headers.clear()
+    response = http.post(
+        "/v1/search",
+        content=body,
+        headers={"Authorization": f"Bearer {KEY_A}", "Content-Type": "application/json"},
+    )
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert (error["code"], error["stage"]) == ("INVALID_JSON", "gateway"), error
+    assert error["message"].startswith("the request body is not valid JSON: "), error
+    assert error["message"].endswith(where), error
 
 
 def test_bad_highlight_is_422(http: TestClient) -> None:
