@@ -134,6 +134,11 @@ class Document(BaseModel):
         description="the structure and payload rules it was indexed with "
         "(pagesight.ingestion.structure.STRUCTURE_VERSION); re-ingesting re-parses an older one",
     )
+    chunk_count: int | None = Field(
+        default=None,
+        description="chunks this version wrote to the text index (none for a file recorded "
+        "before the count was kept); 0 is a file with no text, which re-ingesting skips too",
+    )
 
     @computed_field(  # type: ignore[prop-decorator]
         description="the file name: the last component of source_uri, shown next to the title"

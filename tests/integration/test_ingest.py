@@ -152,3 +152,20 @@ def test_kill_minus_nine_then_rerun_indexes_each_document_once(tmp_path: Path, d
             assert {p["version"] for p in payloads} == {doc.version}
             assert len(payloads) == len({p["chunk_id"] for p in payloads})
         assert not stack.catalog.unfinished_jobs()
+
+
+def test_a_file_with_no_text_is_skipped_when_unchanged(stack: LocalStack, tmp_path: Path) -> None:
+    """A blank page yields no chunks; ingesting the same file again must not parse it again
+    (it did on every run: the index held no point to say it was already there)."""
+    import pymupdf
+
+    blank = tmp_path / "blank.pdf"
+    with pymupdf.open() as pdf:
+        pdf.new_page()
+        pdf.save(blank)
+    (first,) = stack.ingestor.ingest([stack.request(blank)])
+    assert first.state == JobState.READY and first.chunks == 0, first
+    document = stack.catalog.document(first.tenant, first.doc_id)
+    assert document is not None and document.chunk_count == 0
+    (second,) = stack.ingestor.ingest([stack.request(blank)])
+    assert second.state == JobState.READY and second.unchanged, second
