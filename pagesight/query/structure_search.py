@@ -20,7 +20,9 @@ and filings (issue 16):
   ranked them (a PageIndex-like descent, lexical, no LLM needed).
 
 Each yields a ranking of pages that fuses with the chunk routes by weighted RRF, like the
-visual route: a page's rank is given to every chunk candidate on it.
+visual route: a page's rank is given to every chunk candidate on it. The retriever runs them as
+routes of its registry (:mod:`pagesight.query.routes`: ``PageRoute``, ``ReferenceRoute``,
+``StatementRoute``, ``SectionRoute``); this module holds what they compute.
 """
 
 from __future__ import annotations
