@@ -7,7 +7,7 @@ against a baseline measured on the same machine at the same time:
 - ingest: ``LocalStack(...).ingestor.ingest(...)``: one file after the other, each parsed in its
           isolated child, then chunked, embedded and written in this process;
 - bulk:   ``pagesight.services.bulk_job.run_bulk`` over a JSONL manifest naming the same files (read
-in
+  in
           place: eval files are never copied), Ray started for the run (its start-up counts).
 
 ``ratio`` = bulk pages/s / ingest pages/s. ``stages`` gives each side's seconds per stage and

@@ -3,7 +3,7 @@
 What it measures, at each collection size N (pages of 25 x 30 = 750 patch vectors of 128):
 
 - latency of :meth:`pagesight.index.base.VectorStore.query_two_stage` on
-:class:`pagesight.index.edge.EdgeVectorStore`
+  :class:`pagesight.index.edge.EdgeVectorStore`
   (pooled first stage with the access filter inside it, exact MaxSim rerank of ``prefetch``
   pages, top 10) against exact MaxSim over every page in numpy, float32, batched matmul (the
   baseline: for each page, max over its rows of ``q . p``, summed over the query rows). Both

@@ -41,7 +41,9 @@ def compare(before: dict[str, Any], after: dict[str, Any]) -> tuple[list[str], l
     for qid in sorted(old.keys() & new.keys()):
         routes_old, routes_new = _routes(old[qid]), _routes(new[qid])
         if routes_old != routes_new:
-            problems.append(f"{qid}: routes {sorted(routes_old)} before, {sorted(routes_new)} after")
+            problems.append(
+                f"{qid}: routes {sorted(routes_old)} before, {sorted(routes_new)} after"
+            )
         for route in sorted(routes_old & routes_new):
             top_old, top_new = old[qid][route]["top5"], new[qid][route]["top5"]
             if top_old != top_new:

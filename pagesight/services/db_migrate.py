@@ -14,8 +14,7 @@ without a second try doing harm. :func:`migrate_from_sqlite` does that under fou
   the file marks revoked is revoked in the database too, even if an earlier run copied it while
   it was still active (otherwise re-running after ``keys revoke`` would leave it working);
 - **faithful**: both sides are the same tables (:mod:`pagesight.store.tables`): rows are read from
-the
-  SQLite files and written to PostgreSQL through them, so bodies are the same JSON (text to
+  the SQLite files and written to PostgreSQL through them, so bodies are the same JSON (text to
   ``jsonb``), instants the same instants, and audit entries keep their ``seq``, inserted oldest
   first, so the log's order and the ``before=seq`` paging cursors clients hold stay valid. The
   one change: NUL characters (PDF text carries some) are dropped from bodies, as the PostgreSQL

@@ -4,7 +4,7 @@ profile).
 
 - :mod:`pagesight.store.tables`: every table, defined once (SQLAlchemy Core), for both databases;
 - :mod:`pagesight.store.schema` and ``pagesight/store/migrations``: one Alembic history for both; a
-SQLite file
+  SQLite file
   is brought to the head revision when it is opened (one written before the history existed
   included), PostgreSQL by ``pagesight db upgrade`` (or ``database.migrate_on_start``);
 - :mod:`pagesight.store.database`: what a repository runs its statements on, whichever the database;
