@@ -4,7 +4,9 @@ This is the answer half of the query flow (DESIGN.md section 1): candidates -> r
 threshold (abstain) -> grounded generation with numbered context -> citation check -> answer
 with citations {doc, page, element ids, boxes} and the trace id. It is a plain class that knows
 nothing of HTTP or Ray, so a ``/v1/answer`` route, a Serve deployment and the tests all drive the
-same code; the candidate search, the ranker and the LLM are injected.
+same code; the candidate search, the ranker and the LLM are injected. Beside it: the citations
+and their check (:mod:`pagesight.query.citations`), the extractive answers
+(:mod:`pagesight.query.extractive_answer`) and the abstention (:mod:`pagesight.query.abstention`).
 
 Why it is built this way:
 
@@ -57,7 +59,6 @@ from typing import Literal
 
 from pydantic import ValidationError
 
-from pagesight.core.links import page_image_url
 from pagesight.core.protocols import (
     CandidateSearch,
     ChatModel,
@@ -71,36 +72,29 @@ from pagesight.core.settings import AnswerOptions
 from pagesight.core.types import (
     AccessFilter,
     AnswerResponse,
-    AnswerSentence,
     AnswerToken,
     AnswerTrace,
-    AnswerUnit,
-    BBox,
     Candidates,
     ChatMessage,
-    Citation,
     Passage,
     Policy,
     Question,
-    QuotePart,
     RetrievalTrace,
     VisionTrace,
-    WithheldSentence,
 )
 from pagesight.models.llm import LlmError, MalformedOutput
 from pagesight.models.reranker import FusedScoreRanker
-from pagesight.query.answer_units import MAX_LEAD_WORDS
+from pagesight.query.abstention import abstention
+from pagesight.query.citations import checked_answer, checked_prose
 from pagesight.query.context import (
     ContextBlock,
     TokenCounter,
     approx_tokens,
     build_context,
     confidence_of,
-    context_block,
 )
-from pagesight.query.extractive import best_quote, extract_sentences, plain_text
+from pagesight.query.extractive_answer import extractive_answer, related_passages
 from pagesight.query.generation import (
-    ABSTAIN_TEXT,
     SCHEMA_NAME,
     Attempt,
     Reply,
@@ -108,19 +102,8 @@ from pagesight.query.generation import (
     build_messages,
     build_stream_messages,
     correction_message,
-    parse_cited_prose,
     with_markers,
 )
-from pagesight.query.lead import (
-    MAX_RELATED,
-    MAX_SUPPORTING_WORDS,
-    LeadChoice,
-    Scored,
-    choose_lead,
-    window,
-)
-from pagesight.query.quotes import find_quote, quote_parts
-from pagesight.query.references import parse_references
 from pagesight.query.vision import numbered_after, page_image_blocks, vision_wanted
 from pagesight.query.visual_rerank import fuse_visual_ranking
 
@@ -280,7 +263,7 @@ class AnswerPipeline:
                 f"the best evidence ({confidence:.3f}) is below the abstain threshold "
                 f"({threshold:.3f})",
             )
-            return weak.model_copy(update={"related": _related(request.query, ranked)})
+            return weak.model_copy(update={"related": related_passages(request.query, ranked)})
         if policy == "strict" and confidence < 2 * threshold:
             weak = self._abstain(
                 trace_id,
@@ -288,7 +271,7 @@ class AnswerPipeline:
                 f"strict policy: the best evidence ({confidence:.3f}) is below twice the "
                 f"abstain threshold ({2 * threshold:.3f})",
             )
-            return weak.model_copy(update={"related": _related(request.query, ranked)})
+            return weak.model_copy(update={"related": related_passages(request.query, ranked)})
 
         passages = [replace(passage, score=score) for passage, score in ranked]
         images = self._image_blocks(request.query, passages, access, candidates.trace, record)
@@ -438,89 +421,9 @@ class AnswerPipeline:
         policy: Policy = "standard",
         record: AnswerTrace | None = None,
     ) -> AnswerResponse:
-        """The extractive answer: a lead unit, supporting quotes, or an abstention with related
-        passages (:mod:`pagesight.query.lead`); ``answer.extractive = "quotes"`` keeps the earlier
-        list of best-overlap sentences (the evaluation's baseline)."""
-        if self.options.extractive == "lead":
-            return self._lead_answer(query, blocks, confidence, trace_id, note, policy, record)
-        return self._quotes_answer(query, blocks, confidence, trace_id, note)
-
-    def _lead_answer(
-        self,
-        query: str,
-        blocks: list[ContextBlock],
-        confidence: float,
-        trace_id: str,
-        note: str | None,
-        policy: Policy,
-        record: AnswerTrace | None,
-    ) -> AnswerResponse:
-        text_blocks = _one_document_for_page_references(query, blocks)
-        choice = choose_lead(
-            query,
-            text_blocks,
-            min_coverage=self.options.min_coverage,
-            max_supporting=self.options.max_supporting,
-            strict=policy == "strict",
-        )
-        if record is not None:
-            record.answer_type = choice.answer_type
-            record.coverage = choice.coverage
-        if choice.lead is None:
-            abstained = self._abstain(
-                trace_id, confidence, choice.reason or "nothing to quote", mode="extractive"
-            )
-            return abstained.model_copy(update={"related": _related_citations(choice)})
-        citations: list[Citation] = []
-        units: list[AnswerUnit] = []
-        for scored, limit in [
-            (choice.lead, MAX_LEAD_WORDS),
-            *((s, MAX_SUPPORTING_WORDS) for s in choice.supporting),
-        ]:
-            unit, citation = _unit_citation(len(citations) + 1, scored, limit)
-            citations.append(citation)
-            units.append(unit)
-        lead, supporting = units[0], units[1:]
-        return AnswerResponse(
-            answer=lead.text,
-            abstained=False,
-            reason=note,
-            sentences=[AnswerSentence(text=lead.text, citations=list(lead.citations))],
-            lead=lead,
-            supporting=supporting,
-            citations=citations,
-            confidence=confidence,
-            mode="extractive",
-            trace_id=trace_id,
-        )
-
-    def _quotes_answer(
-        self,
-        query: str,
-        blocks: list[ContextBlock],
-        confidence: float,
-        trace_id: str,
-        note: str | None,
-    ) -> AnswerResponse:
-        picked = extract_sentences(query, blocks, self.options.max_sentences)
-        if not picked:
-            reason = "no sentence of the retrieved passages shares a word with the question"
-            return self._abstain(trace_id, confidence, reason, mode="extractive")
-        sentences = [AnswerSentence(text=text, citations=[block.n]) for text, block in picked]
-        quotes: dict[int, list[str]] = {}
-        for text, block in picked:
-            quotes.setdefault(block.n, []).append(text)
-        by_n = {block.n: block for block in blocks}
-        citations = [_citation(by_n[n], " … ".join(quotes[n])) for n in sorted(quotes)]
-        return AnswerResponse(
-            answer=" ".join(s.text for s in sentences),
-            abstained=False,
-            reason=note,
-            sentences=sentences,
-            citations=citations,
-            confidence=confidence,
-            mode="extractive",
-            trace_id=trace_id,
+        """The extractive answer over ``blocks`` (:mod:`pagesight.query.extractive_answer`)."""
+        return extractive_answer(
+            query, blocks, confidence, trace_id, note, self.options, policy, record
         )
 
     def _generate(
@@ -563,8 +466,15 @@ class AnswerPipeline:
                     "strict policy: the model marked no document as containing the answer",
                 )
         sentences = [(sentence.text, sentence.citations) for sentence in reply.sentences]
-        return self._checked(
-            sentences, blocks, final.unknown, confidence, policy, trace_id, shown=False
+        return checked_answer(
+            sentences,
+            blocks,
+            final.unknown,
+            confidence,
+            policy,
+            trace_id,
+            self.options.max_sentences,
+            shown=False,
         )
 
     @staticmethod
@@ -641,14 +551,7 @@ class AnswerPipeline:
         reason: str,
         mode: Literal["llm", "extractive"] | None = None,
     ) -> AnswerResponse:
-        return AnswerResponse(
-            answer=ABSTAIN_TEXT,
-            abstained=True,
-            reason=reason,
-            confidence=confidence,
-            mode=mode or self.mode,
-            trace_id=trace_id,
-        )
+        return abstention(trace_id, confidence, reason, mode or self.mode)
 
     # -- streaming -----------------------------------------------------------------------------
 
@@ -666,9 +569,10 @@ class AnswerPipeline:
         With a streaming LLM client the model writes prose citing ``[n]``
         (:data:`STREAM_SYSTEM_PROMPT`, same numbered blocks as :func:`build_messages`); each
         delta is forwarded as it comes and the whole is checked once complete
-        (:meth:`_check_prose`). The extractive answer (no LLM), and the JSON answer of a client
-        that cannot stream, are complete and checked before their first token: their sentences
-        are then sent as tokens, markers included, and never need withholding.
+        (:func:`~pagesight.query.citations.checked_prose`). The extractive answer (no LLM), and
+        the JSON answer of a client that cannot stream, are complete and checked before their
+        first token: their sentences are then sent as tokens, markers included, and never need
+        withholding.
         """
         llm = self.llm
         if llm is None:
@@ -689,133 +593,20 @@ class AnswerPipeline:
             for delta in itertools.chain([first] if first is not None else [], deltas):
                 parts.append(delta)
                 yield AnswerToken(text=delta)
-            return self._check_prose("".join(parts), blocks, confidence, policy, trace_id, record)
+            return checked_prose(
+                "".join(parts),
+                blocks,
+                confidence,
+                policy,
+                trace_id,
+                record,
+                self.options.max_sentences,
+            )
         if not response.abstained:
             for i, sentence in enumerate(response.sentences):
                 text = with_markers(sentence.text, sentence.citations)
                 yield AnswerToken(text=text if i == 0 else f" {text}")
         return response
-
-    def _check_prose(
-        self,
-        text: str,
-        blocks: list[ContextBlock],
-        confidence: float,
-        policy: Policy,
-        trace_id: str,
-        record: AnswerTrace,
-    ) -> AnswerResponse:
-        """The checked answer of a streamed reply ``text``, every token of which is already out.
-
-        The rules of :meth:`_generate`, applied once: a sentence whose citations are all unknown
-        numbers (under ``strict``: that cites nothing valid) is withheld, unknown numbers are
-        dropped from the others, at most ``max_sentences`` are kept, the abstention sentence
-        abstains. There is no regeneration: a second reply would contradict the text the client
-        already shows. Whatever was sent but is not in the answer is listed in ``withheld``, so
-        the client can take it off the screen.
-        """
-        numbers = {block.n for block in blocks}
-        parsed = parse_cited_prose(text)
-        unknown = sorted({n for _, cited in parsed for n in cited if n not in numbers})
-        problem = f"cited documents that do not exist: {unknown}" if unknown else "ok"
-        record.attempts.append(f"streamed: {problem}")
-        abstain = plain_text(ABSTAIN_TEXT)
-        if any(plain_text(sentence) == abstain for sentence, _ in parsed):
-            others = [
-                WithheldSentence(index=i, text=s, citations=c, reason="the model abstained")
-                for i, (s, c) in enumerate(parsed)
-                if plain_text(s) != abstain
-            ]
-            found_none = self._abstain(
-                trace_id, confidence, "the model found no answer in the documents"
-            )
-            return found_none.model_copy(update={"withheld": others})
-
-        return self._checked(parsed, blocks, unknown, confidence, policy, trace_id, shown=True)
-
-    def _checked(
-        self,
-        sentences: Sequence[tuple[str, list[int]]],
-        blocks: list[ContextBlock],
-        unknown: list[int],
-        confidence: float,
-        policy: Policy,
-        trace_id: str,
-        *,
-        shown: bool,
-    ) -> AnswerResponse:
-        """The answer made of the model's ``sentences`` (text, cited numbers) that pass the
-        citation check, for both the JSON reply and streamed prose.
-
-        A sentence whose citations are all unknown numbers (under ``strict``: that cites
-        nothing valid) is withheld, unknown numbers are dropped from the others, at most
-        ``max_sentences`` are kept. Withheld sentences are listed (with their reasons) only when
-        ``shown``, i.e. already streamed to the client; otherwise unsupported text never leaves
-        the server and only their count is in the reason. Nothing kept: an abstention.
-        ``unknown`` (numbers cited but not in the context) goes into the reason.
-        """
-        numbers = {block.n for block in blocks}
-        kept: list[AnswerSentence] = []
-        withheld: list[WithheldSentence] = []
-        limit = self.options.max_sentences
-        for index, (raw, cited) in enumerate(sentences):
-            sentence = " ".join(raw.split())
-            if not sentence:
-                continue
-            valid = list(dict.fromkeys(n for n in cited if n in numbers))
-            if cited and not valid:
-                why = f"cites only documents that do not exist: {cited}"
-            elif policy == "strict" and not valid:
-                why = "cites no document (strict policy)"
-            elif len(kept) >= limit:
-                why = f"beyond the limit of {limit} sentences"
-            else:
-                kept.append(AnswerSentence(text=sentence, citations=valid))
-                continue
-            withheld.append(
-                WithheldSentence(index=index, text=sentence, citations=cited, reason=why)
-            )
-        if not kept:
-            reason = (
-                f"all {len(withheld)} sentences of the model's answer lacked a valid citation"
-                if withheld
-                else "the model's answer was empty"
-            )
-            empty = self._abstain(trace_id, confidence, reason)
-            return empty.model_copy(update={"withheld": withheld if shown else []})
-
-        by_n = {block.n: block for block in blocks}
-        # Citations are numbered by their first appearance in the answer, not by block.
-        order = list(dict.fromkeys(n for sentence in kept for n in sentence.citations))
-        number = {n: i for i, n in enumerate(order, start=1)}
-        kept = [
-            AnswerSentence(text=s.text, citations=[number[n] for n in s.citations]) for s in kept
-        ]
-        citations = []
-        for n in order:
-            about = " ".join(s.text for s in kept if number[n] in s.citations)
-            block = by_n[n]
-            citations.append(
-                _citation(block, best_quote(block, about)).model_copy(update={"n": number[n]})
-            )
-        notes = []
-        if withheld:
-            notes.append(f"withheld {len(withheld)} sentence(s) without a valid citation")
-        if unknown:
-            notes.append(f"dropped citations of unknown documents {unknown}")
-        first = kept[0]
-        return AnswerResponse(
-            answer=" ".join(sentence.text for sentence in kept),
-            abstained=False,
-            reason="; ".join(notes) or None,
-            sentences=kept,
-            lead=AnswerUnit(text=first.text, citations=list(first.citations)),
-            citations=citations,
-            confidence=confidence,
-            mode="llm",
-            trace_id=trace_id,
-            withheld=withheld if shown else [],
-        )
 
 
 def _finished(steps: Generator[AnswerToken, None, AnsweredQuery]) -> AnsweredQuery:
@@ -827,100 +618,6 @@ def _finished(steps: Generator[AnswerToken, None, AnsweredQuery]) -> AnsweredQue
         return answered
     steps.close()
     raise RuntimeError(f"a non-streaming answer produced a token: {token.text!r}")
-
-
-def _citation(block: ContextBlock, quote: str) -> Citation:
-    """The citation of ``block`` quoting ``quote`` (a piece of its text): on the page(s) the
-    quote's characters are printed on, with their boxes (:mod:`pagesight.query.quotes`). An image
-    block's has its page, crop box and image URL, and no quote (the model read the image, not a
-    text)."""
-    if block.image is not None:
-        return _cited(block.n, block, block.page_number, block.bboxes, quote="", parts=[])
-    found = find_quote(block.text, quote)
-    ranges = (found,) if found is not None else ()
-    return _quoted(block.n, block, quote, ranges)
-
-
-def _quoted(n: int, block: ContextBlock, quote: str, ranges: Sequence[tuple[int, int]]) -> Citation:
-    """Citation ``n`` of the characters ``ranges`` of ``block``'s text, shown as ``quote``."""
-    parts = quote_parts(block.text, ranges, block.spans, block.page_number, block.bboxes)
-    if not ranges:  # not found verbatim: the block's own page, as before spans
-        parts = [parts[0].model_copy(update={"text": quote})]
-    return _cited(n, block, parts[0].page_number, parts[0].bboxes, quote=quote, parts=parts)
-
-
-def _cited(
-    n: int,
-    block: ContextBlock,
-    page: int,
-    boxes: Sequence[BBox],
-    *,
-    quote: str,
-    parts: list[QuotePart],
-) -> Citation:
-    """Citation ``n`` of ``block`` on ``page`` with ``boxes`` (an image block's: its crop)."""
-    return Citation(
-        n=n,
-        doc_id=block.doc_id,
-        page_number=page,
-        chunk_id=block.chunk_id,
-        kind="image" if block.image is not None else "text",
-        element_ids=list(block.element_ids),
-        bboxes=list(boxes),
-        page_image_url=page_image_url(block.doc_id, page, list(boxes)),
-        quote=quote,
-        parts=parts,
-        title=block.title,
-        source_name=block.source_name,
-    )
-
-
-def _unit_citation(n: int, scored: Scored, max_words: int) -> tuple[AnswerUnit, Citation]:
-    """The answer unit ``scored`` (cut to ``max_words``) and its citation number ``n``."""
-    unit, block = scored.unit, scored.block
-    shown, ranges = window(unit, block.text, scored.value, max_words)
-    quote = " | ".join(" ".join(block.text[a:b].split()) for a, b in ranges)
-    answer_unit = AnswerUnit(
-        text=shown,
-        kind=unit.kind,
-        value=scored.value.text if scored.value is not None else None,
-        citations=[n],
-    )
-    return answer_unit, _quoted(n, block, quote, ranges)
-
-
-def _related(query: str, ranked: Sequence[tuple[Passage, float]]) -> list[Citation]:
-    """The nearest passages of an abstention on weak evidence, somewhere to look: the best unit
-    of each of the best-ranked chunks (:attr:`pagesight.query.lead.LeadChoice.related`)."""
-    blocks = [
-        context_block(n, passage, passage.text)
-        for n, (passage, _) in enumerate(ranked[: 2 * MAX_RELATED], start=1)
-    ]
-    return _related_citations(choose_lead(query, blocks, min_coverage=0.0, max_supporting=0))
-
-
-def _related_citations(choice: LeadChoice) -> list[Citation]:
-    """``choice.related`` as citations numbered from 1, each on the page its quote is printed."""
-    return [
-        _unit_citation(n, scored, MAX_SUPPORTING_WORDS)[1]
-        for n, scored in enumerate(choice.related, start=1)
-    ]
-
-
-#: Reference kinds that name a place in one document (a page, a slide, a figure).
-_PLACE_KINDS = frozenset({"page", "slide", "position", "figure", "table", "cover"})
-
-
-def _one_document_for_page_references(query: str, blocks: list[ContextBlock]) -> list[ContextBlock]:
-    """``blocks`` of the best-ranked document only when the question refers to a page, slide
-    or figure without naming a document: "page 3" of six documents is not one answer
-    (resolving which document belongs to retrieval). Otherwise ``blocks`` as they are."""
-    if len({block.doc_id for block in blocks}) < 2:
-        return blocks
-    if not any(ref.kind in _PLACE_KINDS for ref in parse_references(query)):
-        return blocks
-    best = next((block.doc_id for block in blocks if block.image is None), blocks[0].doc_id)
-    return [block for block in blocks if block.doc_id == best]
 
 
 def _unique(passages: list[Passage]) -> list[Passage]:
