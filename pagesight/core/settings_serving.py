@@ -96,3 +96,10 @@ class ServeOptions(BaseModel):
     object_store_mb: int = Field(default=256, ge=75)
     start_timeout_s: float = Field(default=180.0, gt=0)
     gateway_replicas: int = Field(default=1, ge=1)
+    grace_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=60,
+        description="on SIGTERM or SIGINT, how long requests in flight may take to finish "
+        "before the server closes their connections (the whole stop stays under 15 s)",
+    )

@@ -88,9 +88,14 @@ class JsonLogFormatter(logging.Formatter):
         return json.dumps(line, default=str, ensure_ascii=False)
 
 
-def configure_json_logging(level: int = logging.INFO) -> None:
-    """Route the root logger (and so every PageSight logger) to JSON lines on stderr."""
+def configure_json_logging(level: int = logging.INFO, *, exclusive: bool = False) -> None:
+    """Route the root logger (and so every PageSight logger) to JSON lines on stderr.
+    ``exclusive``: the other handlers of the root logger go, so that each line is written once
+    (a server started from the command line would otherwise write it in both formats)."""
     root = logging.getLogger()
+    if exclusive:
+        for handler in [h for h in root.handlers if not isinstance(h.formatter, JsonLogFormatter)]:
+            root.removeHandler(handler)
     if any(isinstance(h.formatter, JsonLogFormatter) for h in root.handlers):
         return
     handler = logging.StreamHandler(sys.stderr)

@@ -33,6 +33,7 @@ from typer.core import TyperGroup
 
 from pagesight.core.errors import ErrorCode, PageSightError, Stage
 from pagesight.core.settings import Settings
+from pagesight.core.tracing import redact_secrets
 from pagesight.core.types import JobState, JobStatus, RouteName
 from pagesight.entrypoints.cli_admin import _key_store, db_app, keys_app, serve
 from pagesight.entrypoints.cli_common import (
@@ -96,7 +97,7 @@ class _OneLineFormatter(logging.Formatter):
     is dropped unless ``PAGESIGHT_DEBUG`` is set, as for the command's own errors."""
 
     def format(self, record: logging.LogRecord) -> str:
-        line = f"{record.levelname.lower()}: {record.getMessage()}"
+        line = f"{record.levelname.lower()}: {redact_secrets(record.getMessage())}"
         if record.exc_info and os.environ.get("PAGESIGHT_DEBUG"):
             line += "\n" + self.formatException(record.exc_info)
         return line

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
+import socket
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -303,12 +306,15 @@ def serve(
 
     if no_ray:
         status("starting", f"serving on {url} (uvicorn, no Ray) ...")
-        _serve_in_process(settings, host, port)
+        _serve_in_process(settings, host, port, status)
         return
     from pagesight.entrypoints.serve_app import run_local, shutdown_local
 
     args = _app_args(config, settings)
     status("starting", f"starting Ray Serve (about 30 s), then {url}/docs ...")
+    # SIGTERM (a container stop, systemd, kill) takes the path Ctrl-C does: Serve and the Ray
+    # this process started are shut down, its agents included, instead of left behind.
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         run_local(
             args,
@@ -344,7 +350,15 @@ def _app_args(config: Path | None, settings: Settings) -> AppArgs:
     return args.model_copy(update={"settings": merged})
 
 
-def _serve_in_process(settings: Settings, host: str, port: int) -> None:
+def _interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _serve_in_process(
+    settings: Settings, host: str, port: int, status: Callable[[str, str], None]
+) -> None:
+    """The gateway and the service in this process (uvicorn): ``serving`` once it listens,
+    ``stopping`` when SIGTERM or SIGINT arrives; requests in flight get ``serve.grace_s``."""
     import uvicorn
 
     from pagesight.core.tracing import configure_json_logging
@@ -353,7 +367,8 @@ def _serve_in_process(settings: Settings, host: str, port: int) -> None:
     from pagesight.gateway.backend import ServiceClient
     from pagesight.services.index_service import IndexService
 
-    configure_json_logging()
+    # The server's log is JSON lines, once: the command line's one-line handler goes.
+    configure_json_logging(exclusive=True)
     service = IndexService(settings)
     service.warm_up()
     keyring = KeyRing.from_settings(settings)
@@ -365,4 +380,24 @@ def _serve_in_process(settings: Settings, host: str, port: int) -> None:
     gateway = build_app(
         ServiceClient.in_process(service), settings.gateway, keyring, on_shutdown=shutdown
     )
-    uvicorn.run(gateway, host=host, port=port, log_config=None)
+    url = f"http://{host}:{port}"
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if self.started:
+                status("serving", f"PageSight is serving on {url} (Ctrl-C stops)")
+
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            if not self.should_exit:
+                status("stopping", "stopping ...")
+            super().handle_exit(sig, frame)
+
+    config = uvicorn.Config(
+        gateway,
+        host=host,
+        port=port,
+        log_config=None,
+        timeout_graceful_shutdown=max(1, round(settings.serve.grace_s)),
+    )
+    Server(config).run()

@@ -14,6 +14,7 @@ installation upgrades in place, the first time this code opens it.
 from __future__ import annotations
 
 import functools
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,20 @@ UNVERSIONED_TABLES = frozenset(
 )
 #: Where :func:`set_aside_unversioned` puts them (revision 0002 reads them there).
 SET_ASIDE_PREFIX = "v0_"
+
+log = logging.getLogger(__name__)
+
+
+def _quiet_alembic() -> None:
+    """Alembic logs a few INFO lines each time a database is opened (its dialect, its plugins),
+    which a server that opens several stores repeats on every start: at WARNING unless someone
+    set its level. The revisions applied are logged here, once each."""
+    alembic_log = logging.getLogger("alembic")
+    if alembic_log.level == logging.NOTSET:
+        alembic_log.setLevel(logging.WARNING)
+
+
+_quiet_alembic()  # on import: alembic logs its plugins as they load, before any call here
 
 
 def alembic_config(connection: Any = None, tables: frozenset[str] = ALL_TABLES) -> Any:
@@ -91,6 +106,10 @@ def upgrade(
     command.upgrade(alembic_config(connection, tables), revision)
     after = current_revision(connection)
     assert after is not None
+    if after != before:
+        log.info(
+            "schema upgraded: %s -> %s (%s)", before or "empty", after, ", ".join(sorted(tables))
+        )
     return before, after
 
 

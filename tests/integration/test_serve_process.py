@@ -1,0 +1,90 @@
+"""``pagesight serve --no-ray`` as an operator runs it, in a process of its own: the status
+events, a clean stop on SIGTERM, and a log that holds each line once and never a key, wherever
+a client puts it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.asgi_server import free_port
+
+pytestmark = pytest.mark.slow
+
+PAGESIGHT = Path(sys.executable).with_name("pagesight")
+
+
+def _env(data_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PAGESIGHT_")}
+    env.update(PAGESIGHT_DATA_DIR=str(data_dir), PAGESIGHT_SERVE__GRACE_S="3")
+    return env
+
+
+def _new_key(env: dict[str, str]) -> str:
+    made = subprocess.run(
+        [str(PAGESIGHT), "keys", "new", "--tenant", "t1", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    key: str = json.loads(made.stdout)["key"]
+    return key
+
+
+def test_serve_no_ray_events_stop_and_a_log_without_keys(tmp_path: Path) -> None:
+    env = _env(tmp_path / "data")
+    key = _new_key(env)
+    port = free_port()
+    server = subprocess.Popen(
+        [str(PAGESIGHT), "serve", "--no-ray", "--json", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        events = [json.loads(server.stdout.readline())["event"] for _ in range(2)]
+        assert events == ["starting", "serving"], events
+        base = f"http://127.0.0.1:{port}"
+        with httpx.Client(base_url=base, timeout=30) as client:
+            # every place a client might put its key: headers, query strings, the path, a body
+            assert client.get(
+                "/v1/documents", headers={"Authorization": f"Bearer {key}"}
+            ).is_success
+            assert client.get("/v1/documents", headers={"X-API-Key": key}).is_success
+            for parameter in ("api_key", "key", "token", "access_token"):
+                client.get(f"/v1/documents?{parameter}={key}&limit=1")
+            client.get(f"/v1/documents/{key}")
+            client.post("/v1/search", json={"query": key, "api_key": key})
+            client.post("/v1/search", content=f'{{"query": "{key}",,}}', headers={"X-API-Key": key})
+        started = time.monotonic()
+        server.send_signal(signal.SIGTERM)
+        out, err = server.communicate(timeout=30)
+        stopped_in = time.monotonic() - started
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    # uvicorn re-raises the signal it caught once it has shut down: the exit says SIGTERM
+    assert server.returncode in (0, -signal.SIGTERM), err[-2000:]
+    assert [json.loads(line)["event"] for line in out.splitlines()] == ["stopping"]
+    assert stopped_in < 15, stopped_in
+    lines = err.splitlines()
+    assert lines, "the server logs"
+    assert key not in err and key[3:] not in err, [line for line in lines if key[3:] in line]
+    records = [json.loads(line) for line in lines]  # every line is one JSON object
+    access = [r["message"] for r in records if r["logger"] == "uvicorn.access"]
+    assert len(access) == 9, access  # each request logged once
+    assert sum("[redacted]" in m for m in access) >= 5, access
+    assert not [r for r in records if r["logger"].startswith("alembic")], "alembic's INFO noise"
