@@ -24,8 +24,14 @@ Ingestion is queued by the index service and runs on its worker thread, calling 
 the embedders.
 
 Every class below is a thin shell: the logic is in
-:class:`pagesight.services.index_service.IndexService`,
+:class:`pagesight.services.index_service.IndexService` (the composition of
+:class:`~pagesight.services.query_service.QueryService`,
+:class:`~pagesight.services.document_service.DocumentService` and
+:class:`~pagesight.services.ingest_worker.IngestWorker`),
 :func:`pagesight.gateway.app.build_app`, the parser and the embedders, all testable without Ray.
+The gateway's :class:`pagesight.gateway.backend.ServiceClient` is made from the protocol
+(:mod:`pagesight.api.protocols`); :func:`handle_for` sends each of its calls to a deployment by
+the same protocol's marks, so a new method of the protocol needs no edit here.
 ``build_app`` is the import path the Serve config files name
 (``pagesight/entrypoints/serve/*.yaml``);
 :func:`run_local` is what ``pagesight serve`` calls.
@@ -45,6 +51,7 @@ import numpy.typing as npt
 from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from pagesight.api.protocols import IndexBackend, backend_methods, is_read
 from pagesight.core.errors import ErrorCode, PageSightError, Stage
 from pagesight.core.protocols import PageEmbedding
 from pagesight.core.settings import Settings
@@ -67,23 +74,10 @@ APP_NAME = "pagesight"
 _CALL_TIMEOUT_S = 600.0  # an embedding call may wait for a replica that is (re)loading weights
 
 
-#: the index service's methods a Query deployment answers when ``read_path`` is ``query``
-#: (reads only: uploads and deletes stay with the writers, as do readiness and metrics)
-QUERY_METHODS = frozenset(
-    {
-        "search",
-        "answer",
-        "answer_stream",
-        "trace",
-        "page_image",
-        "documents",
-        "document",
-        "structure",
-        "job",
-        "jobs",
-        "audit",
-    }
-)
+#: the index service's methods a Query deployment answers when ``read_path`` is ``query``: those
+#: that only read (:func:`pagesight.api.protocols.is_read`: every ``QueryBackend`` method, and the
+#: job and audit listings); uploads and deletes stay with the writers, as do readiness and metrics
+QUERY_METHODS = frozenset(name for name in backend_methods(IndexBackend) if is_read(name))
 
 
 def handle_for(method: str, index: Any, query: Any | None) -> Any:
@@ -495,7 +489,7 @@ def build_app(args: AppArgs | dict[str, Any] | None = None) -> Any:
     return gateway.bind(settings, index, query)
 
 
-def run_local(
+def run_local(  # noqa: PLR0913  (pagesight serve's options, all keyword-only)
     args: AppArgs,
     *,
     host: str,

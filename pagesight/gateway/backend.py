@@ -1,16 +1,24 @@
-"""The service behind the gateway, as the routers see it: typed async calls.
+"""The service behind the gateway, as the routers see it: async calls of its protocol.
 
 The routers never know whether the index service runs in this process (tests, the single-
-process server) or in a Ray Serve deployment: both are reached through :class:`ServiceClient`,
+process server) or in Ray Serve deployments: both are reached through :class:`ServiceClient`,
 built with an *invoker* that turns ``(method name, args, kwargs)`` into an awaitable. In
-process that is a call on a worker thread; under Ray it is ``handle.<method>.remote(...)``
-(:mod:`pagesight.entrypoints.serve_app`). :class:`pagesight.api.protocols.IndexBackend` is the
-interface the service implements (``pagesight.services.index_service.IndexService``).
+process that is a call on a worker thread; under Ray it is ``handle.<method>.remote(...)`` on
+the deployment that answers the method (:mod:`pagesight.entrypoints.serve_app`: reads go to
+the Query deployment when there is one, by :func:`pagesight.api.protocols.is_read`).
+:class:`pagesight.api.protocols.IndexBackend` is the interface the service implements
+(``pagesight.services.index_service.IndexService``).
 
-Streamed results (a streamed answer) go through a *stream invoker* instead, which turns a
-generator method of the service into an async iterator: in process, each ``next()`` runs on a
-worker thread (:func:`iterate_on`); under Ray, ``handle.options(stream=True).<method>``
-streams the items of the deployment's generator method.
+The client's methods are not written out: one is made for each method the protocol declares
+(:func:`pagesight.api.protocols.backend_methods`), with the protocol's signature (checked on
+every call, so a wrong call fails here, as a typed method's would) and docstring. A method
+added to the protocol is a method of the client, with no edit here.
+
+Streamed results (a method marked :func:`pagesight.api.protocols.streamed`: the streamed
+answer) go through a *stream invoker* instead, which turns a generator method of the service
+into an async iterator: in process, each ``next()`` runs on a worker thread
+(:func:`iterate_on`); under Ray, ``handle.options(stream=True).<method>`` streams the items of
+the deployment's generator method.
 """
 
 from __future__ import annotations
@@ -18,35 +26,13 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from pagesight.api.caller import Caller
-from pagesight.api.images import PageImage
-from pagesight.api.models import (
-    DocumentDetail,
-    Readiness,
-    SearchRequest,
-    SearchResponse,
-    Submitted,
-    UriIngest,
-)
-from pagesight.api.protocols import IndexBackend
+from pagesight.api.protocols import IndexBackend, backend_methods, is_streamed
 from pagesight.core.errors import ErrorCode, PageSightError, Stage
-from pagesight.core.types import (
-    AuditEntry,
-    Document,
-    DocumentStructure,
-    JobState,
-    JobStatus,
-    RetrievalTrace,
-)
-
-if TYPE_CHECKING:
-    from pagesight.api.models import AnswerRequest
-    from pagesight.core.types import AnswerEvent, AnswerResponse
 
 #: (method name, positional args, keyword args) -> the awaitable result
 Invoker = Callable[[str, tuple[Any, ...], dict[str, Any]], Awaitable[Any]]
@@ -55,7 +41,10 @@ StreamInvoker = Callable[[str, tuple[Any, ...], dict[str, Any]], AsyncIterator[A
 
 
 class ServiceClient:
-    """Async, typed calls of an :class:`IndexBackend`, however it is reached."""
+    """Async calls of an :class:`IndexBackend`, however it is reached: ``await
+    client.search(caller, request, trace_id)``; a streamed method returns an async iterator
+    whose first item asks the service (``client.answer_stream(...)``). Each method forwards
+    its arguments as given, to the invoker (or the stream invoker) under its own name."""
 
     def __init__(self, invoke: Invoker, stream: StreamInvoker | None = None) -> None:
         self._invoke = invoke
@@ -77,100 +66,40 @@ class ServiceClient:
 
         return cls(invoke, stream)
 
-    async def search(self, caller: Caller, request: SearchRequest, trace_id: str) -> SearchResponse:
-        result: SearchResponse = await self._invoke("search", (caller, request, trace_id), {})
-        return result
+    if TYPE_CHECKING:
+        # The methods are made from the protocol below (so the type checker cannot see them):
+        # each is ``async`` (a coroutine of the protocol's result), a streamed one returns an
+        # async iterator of its items.
+        def __getattr__(self, name: str) -> Any: ...
 
-    async def submit_upload(
-        self,
-        caller: Caller,
-        filename: str,
-        data: bytes,
-        *,
-        doc_id: str | None,
-        acl: list[str],
-        valid_until: datetime | None,
-        replace: bool,
-        password: str | None,
-        trace_id: str,
-    ) -> Submitted:
-        kwargs = {
-            "doc_id": doc_id,
-            "acl": acl,
-            "valid_until": valid_until,
-            "replace": replace,
-            "password": password,
-            "trace_id": trace_id,
-        }
-        done: Submitted = await self._invoke("submit_upload", (caller, filename, data), kwargs)
-        return done
 
-    async def submit_uri(self, caller: Caller, request: UriIngest, trace_id: str) -> Submitted:
-        done: Submitted = await self._invoke("submit_uri", (caller, request, trace_id), {})
-        return done
+def _forwarding(name: str, declared: Callable[..., Any]) -> Callable[..., Any]:
+    """``ServiceClient.<name>``: the protocol's method ``declared``, forwarded."""
+    signature = inspect.signature(declared)
+    method: Callable[..., Any]
+    if is_streamed(name):
 
-    async def job(self, caller: Caller, job_id: str) -> JobStatus | None:
-        job: JobStatus | None = await self._invoke("job", (caller, job_id), {})
-        return job
+        def streaming(self: ServiceClient, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+            signature.bind(self, *args, **kwargs)
+            return self._stream(name, args, kwargs)
 
-    async def jobs(self, caller: Caller, limit: int, state: JobState | None) -> list[JobStatus]:
-        jobs: list[JobStatus] = await self._invoke("jobs", (caller, limit, state), {})
-        return jobs
+        method, signature = streaming, signature.replace(return_annotation="AsyncIterator[Any]")
+    else:
 
-    async def audit(self, caller: Caller, doc_id: str | None, limit: int) -> list[AuditEntry]:
-        entries: list[AuditEntry] = await self._invoke("audit", (caller, doc_id, limit), {})
-        return entries
+        async def calling(self: ServiceClient, *args: Any, **kwargs: Any) -> Any:
+            signature.bind(self, *args, **kwargs)
+            return await self._invoke(name, args, kwargs)
 
-    async def documents(self, caller: Caller) -> list[Document]:
-        docs: list[Document] = await self._invoke("documents", (caller,), {})
-        return docs
+        method = calling
+    method.__name__ = name
+    method.__qualname__ = f"{ServiceClient.__qualname__}.{name}"
+    method.__doc__ = declared.__doc__ or f"``IndexBackend.{name}``, awaited."
+    method.__signature__ = signature  # type: ignore[union-attr]
+    return method
 
-    async def document(self, caller: Caller, doc_id: str) -> DocumentDetail | None:
-        doc: DocumentDetail | None = await self._invoke("document", (caller, doc_id), {})
-        return doc
 
-    async def structure(self, caller: Caller, doc_id: str) -> DocumentStructure | None:
-        found: DocumentStructure | None = await self._invoke("structure", (caller, doc_id), {})
-        return found
-
-    async def delete(self, caller: Caller, doc_id: str, trace_id: str) -> bool:
-        deleted: bool = await self._invoke("delete", (caller, doc_id, trace_id), {})
-        return deleted
-
-    async def page_image(
-        self,
-        caller: Caller,
-        doc_id: str,
-        page_number: int,
-        highlight: str | None,
-        image_format: str,
-    ) -> PageImage | None:
-        args = (caller, doc_id, page_number, highlight, image_format)
-        image: PageImage | None = await self._invoke("page_image", args, {})
-        return image
-
-    async def answer(self, caller: Caller, request: AnswerRequest, trace_id: str) -> AnswerResponse:
-        result: AnswerResponse = await self._invoke("answer", (caller, request, trace_id), {})
-        return result
-
-    def answer_stream(
-        self, caller: Caller, request: AnswerRequest, trace_id: str
-    ) -> AsyncIterator[AnswerEvent]:
-        """The streamed answer's events (tokens, then the checked answer); nothing is asked of
-        the service until the first item is awaited."""
-        return self._stream("answer_stream", (caller, request, trace_id), {})
-
-    async def trace(self, caller: Caller, trace_id: str) -> RetrievalTrace | None:
-        trace: RetrievalTrace | None = await self._invoke("trace", (caller, trace_id), {})
-        return trace
-
-    async def readiness(self) -> Readiness:
-        ready: Readiness = await self._invoke("readiness", (), {})
-        return ready
-
-    async def metrics_text(self) -> bytes:
-        text: bytes = await self._invoke("metrics_text", (), {})
-        return text
+for _name, _declared in backend_methods(IndexBackend).items():
+    setattr(ServiceClient, _name, _forwarding(_name, _declared))
 
 
 _END = object()

@@ -40,7 +40,7 @@ from tests.postgres import PostgresServer
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-CLUSTER_CONFIG = REPO / "services" / "serve" / "gpu-cluster.yaml"
+CLUSTER_CONFIG = REPO / "pagesight" / "entrypoints" / "serve" / "gpu-cluster.yaml"
 BIN = Path(sys.executable).parent
 FACT = "Northwind Logistics moved 4.2 million parcels in 2024."
 START_TIMEOUT_S = 420
