@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import socket
 import sys
@@ -14,7 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 
@@ -296,11 +297,12 @@ def serve(
     host = host or settings.serve.host
     port = port or settings.serve.port
     url = f"http://{host}:{port}"
+    events = _events_stream() if as_json else None
 
     def status(event: str, message: str) -> None:
-        if as_json:
-            sys.stdout.write(json.dumps({"event": event, "url": url}) + "\n")
-            sys.stdout.flush()
+        if events is not None:
+            events.write(json.dumps({"event": event, "url": url}) + "\n")
+            events.flush()
         else:
             err.print(message, markup=False)
 
@@ -312,9 +314,6 @@ def serve(
 
     args = _app_args(config, settings)
     status("starting", f"starting Ray Serve (about 30 s), then {url}/docs ...")
-    # SIGTERM (a container stop, systemd, kill) takes the path Ctrl-C does: Serve and the Ray
-    # this process started are shut down, its agents included, instead of left behind.
-    signal.signal(signal.SIGTERM, _interrupt)
     try:
         run_local(
             args,
@@ -326,6 +325,10 @@ def serve(
             address=settings.serve.ray_address,
             proxy_location=settings.serve.proxy_location,
         )
+        # SIGTERM (a container stop, systemd, kill) takes the path Ctrl-C does: Serve and the
+        # Ray this process started are shut down, its agents included. Set after Ray started:
+        # ray.init installs a handler of its own that exits at once.
+        signal.signal(signal.SIGTERM, _interrupt)
         status("serving", f"PageSight is serving on {url} (Ctrl-C stops)")
         while True:
             time.sleep(3600)
@@ -348,6 +351,21 @@ def _app_args(config: Path | None, settings: Settings) -> AppArgs:
     merged = settings.model_dump(exclude_unset=False)
     merged.update(args.settings)
     return args.model_copy(update={"settings": merged})
+
+
+def _events_stream() -> TextIO:
+    """``--json``: standard output carries the status events and nothing else. Everything else
+    this process and its children write there (Ray forwards its workers' and raylet's lines to
+    the driver's stdout) goes to standard error: file descriptor 1 becomes a copy of 2, and
+    the events are written to a duplicate of the original."""
+    sys.stdout.flush()
+    try:
+        out_fd, err_fd = sys.stdout.fileno(), sys.stderr.fileno()
+    except (AttributeError, OSError):  # io.UnsupportedOperation: streams without descriptors
+        return sys.stdout
+    events = os.fdopen(os.dup(out_fd), "w", buffering=1, encoding="utf-8")
+    os.dup2(err_fd, out_fd)
+    return events
 
 
 def _interrupt(_signum: int, _frame: object) -> None:

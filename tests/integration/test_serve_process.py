@@ -4,6 +4,7 @@ a client puts it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -88,3 +89,39 @@ def test_serve_no_ray_events_stop_and_a_log_without_keys(tmp_path: Path) -> None
     assert len(access) == 9, access  # each request logged once
     assert sum("[redacted]" in m for m in access) >= 5, access
     assert not [r for r in records if r["logger"].startswith("alembic")], "alembic's INFO noise"
+
+
+def test_serve_on_ray_stops_every_process_it_started_on_sigterm(tmp_path: Path) -> None:
+    """``pagesight serve`` (Ray): on SIGTERM the ``stopping`` event, then no process of the
+    tree it started is left: Ray's raylet, GCS, dashboard, its agents and every replica."""
+    import psutil
+
+    env = _env(tmp_path / "data")
+    _new_key(env)
+    env["PAGESIGHT_SERVE__NUM_CPUS"] = "2"
+    server = subprocess.Popen(
+        [str(PAGESIGHT), "serve", "--json", "--port", str(free_port())],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    tree: list[psutil.Process] = []
+    try:
+        assert server.stdout is not None
+        events = [json.loads(server.stdout.readline())["event"] for _ in range(2)]
+        assert events == ["starting", "serving"], events
+        tree = psutil.Process(server.pid).children(recursive=True)
+        names = " ".join(p.name() for p in tree)
+        assert "raylet" in names and "gcs_server" in names, names
+        server.send_signal(signal.SIGTERM)
+        out, _ = server.communicate(timeout=60)
+        assert [json.loads(line)["event"] for line in out.splitlines()] == ["stopping"]
+        _, alive = psutil.wait_procs(tree, timeout=30)
+        assert not alive, [(p.pid, p.name()) for p in alive]
+    finally:
+        if server.poll() is None:
+            server.kill()
+        for process in tree:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
