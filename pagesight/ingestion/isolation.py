@@ -15,9 +15,11 @@ Progress messages travel over the same pipe, so the CLI can draw a bar for a 400
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import signal
+import sys
 import time
 import traceback
 from collections.abc import Callable
@@ -37,6 +39,8 @@ _PRELOAD = [
     "pymupdf",
 ]
 _context: Any = None
+#: prctl(2): the signal a process gets when its parent dies.
+_PR_SET_PDEATHSIG = 1
 
 
 def _mp_context() -> Any:
@@ -57,6 +61,31 @@ def _limit_memory(memory_mb: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 
 
+def _die_with_parent() -> None:
+    """Linux: the kernel kills this process when its parent (the fork server, which exits with
+    the service) dies, so a parse outlives no kill -9 of the service and writes nothing after
+    it. Elsewhere the pipe's broken end stops it at its next message."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    # The fork server gave this child a copy of the service's "alive" pipe, which keeps the fork
+    # server running as long as any child holds it; a parse never starts processes of its own,
+    # so it lets go, and the fork server exits with the service (which then kills this child).
+    from multiprocessing import forkserver
+
+    alive = getattr(forkserver._forkserver, "_forkserver_alive_fd", None)
+    if alive is not None:
+        with contextlib.suppress(OSError):
+            os.close(alive)
+        setattr(forkserver._forkserver, "_forkserver_alive_fd", None)  # noqa: B010  # private
+    parent = os.getppid()
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
+
+
 def _child(
     conn: Connection,
     target: Callable[..., Any],
@@ -64,6 +93,7 @@ def _child(
     memory_mb: int,
 ) -> None:
     try:
+        _die_with_parent()
         _limit_memory(memory_mb)
         os.environ.setdefault("OMP_THREAD_LIMIT", "1")
         result = target(*args, progress=lambda done, total: conn.send(("progress", done, total)))
@@ -72,11 +102,17 @@ def _child(
         conn.send(("error", exc.code.value, exc.stage.value, exc.message))
     except MemoryError:
         conn.send(("error", ErrorCode.TOO_LARGE.value, Stage.PARSE.value, _oom_message(memory_mb)))
+    except (BrokenPipeError, EOFError):  # the parent is gone: nobody to tell, nothing to log
+        os._exit(1)
     except BaseException as exc:  # anything else is a parser bug or a broken file
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        conn.send(("error", ErrorCode.CORRUPT.value, Stage.PARSE.value, f"parser failed: {detail}"))
+        with contextlib.suppress(BrokenPipeError):
+            conn.send(
+                ("error", ErrorCode.CORRUPT.value, Stage.PARSE.value, f"parser failed: {detail}")
+            )
     finally:
-        conn.close()
+        with contextlib.suppress(OSError):
+            conn.close()
 
 
 def _oom_message(memory_mb: int) -> str:

@@ -102,3 +102,63 @@ def test_born_digital_pages_parse_in_the_child(tmp_path: Any) -> None:
         "text-layer-rules",
         "text-layer",
     ]
+
+
+def _record_pid_then_work(pid_file: str, report: bool, progress: Any) -> None:
+    import os
+    from pathlib import Path
+
+    Path(pid_file).write_text(str(os.getpid()))
+    for i in range(600):  # a long parse: reporting progress, or silent (in native code, say)
+        if report:
+            progress(i, 600)
+        time.sleep(0.1)
+
+
+_PARENT = """
+import sys
+sys.path.insert(0, {repo!r})
+from tests.unit.test_isolation import _record_pid_then_work
+from pagesight.ingestion.isolation import run_isolated
+if __name__ == "__main__":
+    run_isolated(
+        _record_pid_then_work, ({pid_file!r}, {report!r}), label="x", timeout_s=120, memory_mb=1024
+    )
+"""
+
+
+@pytest.mark.parametrize("report", [True, False], ids=["reporting", "silent"])
+def test_a_parse_dies_with_its_service_and_writes_nothing(tmp_path: Any, report: bool) -> None:
+    """kill -9 of the process that asked for a parse: the child is gone within seconds (it ran
+    on for ~20 s writing BrokenPipe tracebacks) and its stderr stays empty."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pid_file = tmp_path / "child.pid"
+    repo = str(Path(__file__).resolve().parents[2])
+    script = _PARENT.format(repo=repo, pid_file=str(pid_file), report=report)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script], stderr=subprocess.PIPE, text=True, cwd=repo
+    )
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline and parent.poll() is None, "the parse never started"
+        time.sleep(0.1)
+    child = int(pid_file.read_text())
+    parent.send_signal(signal.SIGKILL)
+    _, stderr = parent.communicate(timeout=30)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(child, signal.SIGKILL)
+        raise AssertionError("the parse outlived its parent")
+    time.sleep(1)
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
