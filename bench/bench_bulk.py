@@ -105,7 +105,11 @@ class GpuSampler:
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
             result = subprocess.run(
-                ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits"],
+                [  # noqa: S607  # nvidia-smi from PATH, where the driver installs it
+                    "nvidia-smi",
+                    "--query-gpu=utilization.gpu",
+                    "--format=csv,noheader,nounits",
+                ],
                 capture_output=True,
                 text=True,
                 check=False,

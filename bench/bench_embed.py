@@ -57,6 +57,7 @@ import resource
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -145,43 +146,45 @@ def max_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+@dataclass(frozen=True, kw_only=True)
+class BatchPlan:
+    """How every batch size is measured, and what its FLOP/s are compared with."""
+
+    device: str
+    repeats: int
+    warmup: int
+    flops_per_page: float
+    peak_tflops: float
+    matmul_tflops: float
+    rss_base_mib: float
+
+
 def bench_batch(
-    torch: Any,
-    embedder: Any,
-    processor: Any,
-    pages: list[Image.Image],
-    *,
-    device: str,
-    repeats: int,
-    warmup: int,
-    flops_per_page: float,
-    peak_tflops: float,
-    matmul_tflops: float,
-    rss_base_mib: float,
+    torch: Any, embedder: Any, processor: Any, pages: list[Image.Image], plan: BatchPlan
 ) -> dict[str, Any]:
     batch = len(pages)
     row: dict[str, Any] = {"batch_size": batch}
     try:
-        for _ in range(warmup):
+        for _ in range(plan.warmup):
             embedder.embed_pages(pages)
-        if device == "cuda":
+        if plan.device == "cuda":
             torch.cuda.reset_peak_memory_stats()
         preprocess_times = []
-        for _ in range(repeats):
+        for _ in range(plan.repeats):
             started = time.perf_counter()
             processor.process_images(pages)
             preprocess_times.append(time.perf_counter() - started)
         preprocess_s = statistics.median(preprocess_times)
         times = []
-        for _ in range(repeats):
-            sync(torch, device)
+        for _ in range(plan.repeats):
+            sync(torch, plan.device)
             started = time.perf_counter()
             result = embedder.embed_pages(pages)
-            sync(torch, device)
+            sync(torch, plan.device)
             times.append(time.perf_counter() - started)
         embed_s = statistics.median(times)
         device_s = max(embed_s - preprocess_s, 1e-9)
-        achieved_tflops = flops_per_page * batch / device_s / 1e12
+        achieved_tflops = plan.flops_per_page * batch / device_s / 1e12
         row.update(
             pages_per_s=round(batch / embed_s, 3),
             embed_s=round(embed_s, 4),
@@ -190,23 +193,23 @@ def bench_batch(
             device_s=round(device_s, 4),
             device_pages_per_s=round(batch / device_s, 3),
             achieved_tflops=round(achieved_tflops, 3),
-            mfu=round(achieved_tflops / peak_tflops, 4),
-            mfu_vs_matmul=round(achieved_tflops / matmul_tflops, 4),
+            mfu=round(achieved_tflops / plan.peak_tflops, 4),
+            mfu_vs_matmul=round(achieved_tflops / plan.matmul_tflops, 4),
             rows_per_page=int(result[0].vectors.shape[0]),
             finite=bool(all(np.isfinite(p.vectors).all() for p in result)),
         )
-        if device == "cuda":
+        if plan.device == "cuda":
             row["peak_memory_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 3)
         else:
-            row["peak_rss_growth_mib"] = round(max_rss_mib() - rss_base_mib, 1)
+            row["peak_rss_growth_mib"] = round(max_rss_mib() - plan.rss_base_mib, 1)
     except Exception as exc:  # OOM or a device failure: record it, go on with the next size
         row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
-        if device == "cuda":
+        if plan.device == "cuda":
             torch.cuda.empty_cache()
     return row
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", choices=["cpu", "cuda"], required=True)
     parser.add_argument(
@@ -232,7 +235,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peak-tflops", type=float, help="peak FLOP/s for MFU, in TFLOP/s")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
     parser.add_argument("--out", type=Path, required=True, help="write the report here as JSON")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
 
     cuda = args.device == "cuda"
     bench_started = time.perf_counter()
@@ -346,23 +353,18 @@ def main(argv: list[str] | None = None) -> int:
     }
     # The report is rewritten after every batch size, so a run cut short keeps what it measured.
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    plan = BatchPlan(
+        device=args.device,
+        repeats=repeats,
+        warmup=warmup,
+        flops_per_page=flops["total"],
+        peak_tflops=peak_tflops,
+        matmul_tflops=matmul_tflops,
+        rss_base_mib=rss_base_mib,
+    )
     for batch in batch_sizes:
         print(f"batch {batch} ...", file=sys.stderr, flush=True)
-        report["batches"].append(
-            bench_batch(
-                torch,
-                embedder,
-                processor,
-                pages[:batch],
-                device=args.device,
-                repeats=repeats,
-                warmup=warmup,
-                flops_per_page=flops["total"],
-                peak_tflops=peak_tflops,
-                matmul_tflops=matmul_tflops,
-                rss_base_mib=rss_base_mib,
-            )
-        )
+        report["batches"].append(bench_batch(torch, embedder, processor, pages[:batch], plan))
         report["total_s"] = round(time.perf_counter() - bench_started, 1)
         row = report["batches"][-1]
         print(f"  {row.get('pages_per_s', row.get('error'))} pages/s", file=sys.stderr, flush=True)

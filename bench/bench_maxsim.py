@@ -74,11 +74,11 @@ import numpy.typing as npt
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from pagesight.core.settings import IndexOptions, RetrievalOptions  # noqa: E402
-from pagesight.core.types import EVERYONE, AccessFilter  # noqa: E402
-from pagesight.index.base import IndexPoint, IndexSchema, MultiVectorSpec  # noqa: E402
-from pagesight.index.edge import SHARD_DIR, EdgeVectorStore  # noqa: E402
-from pagesight.models.pooling import (  # noqa: E402
+from pagesight.core.settings import IndexOptions, RetrievalOptions  # noqa: E402  # after sys.path
+from pagesight.core.types import EVERYONE, AccessFilter  # noqa: E402  # after sys.path
+from pagesight.index.base import IndexPoint, IndexSchema, MultiVectorSpec  # noqa: E402  # after sys.path
+from pagesight.index.edge import SHARD_DIR, EdgeVectorStore  # noqa: E402  # after sys.path
+from pagesight.models.pooling import (  # noqa: E402  # after sys.path
     ROWS_COLS,
     l2_normalise,
     pool_blocks,
@@ -342,219 +342,281 @@ def percentile_ms(seconds: list[float], q: float) -> float:
 # -- the run -------------------------------------------------------------------------------------
 
 
+@dataclass
+class _Load:
+    """One size's load: the pages added and the seconds each part took."""
+
+    new: int
+    write_s: float
+    generate_s: float
+    flush_s: float
+    optimize_s: float
+
+
+@dataclass
+class _Empty:
+    """Bytes the empty index held (allocated, apparent, the WAL's allocated)."""
+
+    allocated: int
+    apparent: int
+    wal: int
+
+
+@dataclass
+class _Disk:
+    """Bytes the index holds at rest: allocated, apparent, the WAL's, each stored vector's."""
+
+    allocated: int
+    apparent: int
+    wal_allocated: int
+    by_vector: dict[str, int]
+
+
+@dataclass
+class _Queries:
+    """Every query of one size: its target page, the timings and what each config found."""
+
+    targets: list[int]
+    queries: list[Matrix]
+    exact_s: list[float] = field(default_factory=list)
+    exact_top1: int = 0
+    two_stage_s: dict[tuple[str, int], list[float]] = field(default_factory=dict)
+    recall: dict[tuple[str, int], list[float]] = field(default_factory=dict)
+    top1: dict[tuple[str, int], int] = field(default_factory=dict)
+
+
+class _Bench:
+    """What one run carries from size to size: the store (built here, or reused from
+    ``--index``), the pages written so far and their float32 copy for the exact baseline."""
+
+    def __init__(self, args: argparse.Namespace, sizes: list[int]) -> None:
+        self.args = args
+        self.sizes = sizes
+        self.generator = PageGenerator(seed=args.seed)
+        self.access = AccessFilter(tenant=TENANT, principals=["reader"])
+        self.schema = bench_schema()
+        self.stamp = {
+            "n_pages": sizes[-1],
+            "seed": args.seed,
+            "generator": self.generator.parameters(),
+            "schema": self.schema.fingerprint(),
+            "segment_mb": args.segment_mb,
+        }
+        self.reuse = args.index is not None and _stamp_matches(args.index, self.stamp)
+        if self.reuse and len(sizes) > 1:
+            raise SystemExit(
+                f"--index {args.index} holds {sizes[-1]} pages: give --sizes {sizes[-1]}"
+            )
+        if (
+            args.index is not None
+            and not self.reuse
+            and args.index.exists()
+            and any(args.index.iterdir())
+        ):
+            raise SystemExit(f"--index {args.index} holds another build: delete it or pick another")
+        self.workdir: Path | None = None
+        if args.index is not None:
+            self.index_path: Path = args.index
+        else:
+            self.workdir = Path(tempfile.mkdtemp(prefix="bench-maxsim-", dir=args.workdir))
+            self.index_path = self.workdir / "index"
+        # the exact baseline's copy
+        self.corpus = np.empty((sizes[-1], PATCHES, DIM), dtype=np.float32)
+        self.written = 0
+        self.built: dict[str, Any] = {}
+        if self.reuse:
+            self.store = EdgeVectorStore.open(
+                self.index_path, self.schema, segment_mb=args.segment_mb
+            )
+            self.built = json.loads((self.index_path / STAMP_FILE).read_text())["build"]
+            # The pages depend on the chunks they were generated in, so replay the build's sizes.
+            for earlier in self.built.get("sizes", sizes)[:-1]:
+                for block in self.generator.pages(earlier - self.written):
+                    pages32 = l2_normalise(block.reshape(-1, DIM).astype(np.float32))
+                    self.corpus[self.written : self.written + len(block)] = pages32.reshape(
+                        block.shape
+                    )
+                    self.written += len(block)
+            self.empty = _Empty(
+                self.built["empty_allocated"], self.built["empty_apparent"], self.built["empty_wal"]
+            )
+        else:
+            self.store = EdgeVectorStore.create(
+                self.index_path, self.schema, segment_mb=args.segment_mb
+            )
+            empty_allocated, empty_apparent = disk_usage(self.index_path / SHARD_DIR)
+            empty_wal = disk_usage(self.index_path / SHARD_DIR / "wal")[0]
+            self.empty = _Empty(empty_allocated, empty_apparent, empty_wal)
+
+    def close(self) -> None:
+        self.store.close()
+        if self.workdir is not None and not self.args.keep:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def load(self, n_pages: int) -> _Load:
+        """Generate the pages up to ``n_pages``, timing IndexPoint building + upsert only, then
+        flush and optimize; a reused index's load numbers are the build's, from the stamp."""
+        write_s = 0.0
+        new = n_pages - self.written
+        started = time.perf_counter()
+        for block in self.generator.pages(new):
+            # What is stored (float16, renormalised by the cosine index) is what numpy scores.
+            pages32 = l2_normalise(block.reshape(-1, DIM).astype(np.float32))
+            pages32 = pages32.reshape(block.shape)
+            self.corpus[self.written : self.written + len(block)] = pages32
+            if not self.reuse:
+                write_started = time.perf_counter()
+                points = [page_point(self.written + i, page) for i, page in enumerate(pages32)]
+                self.store.upsert(points)
+                write_s += time.perf_counter() - write_started
+            self.written += len(block)
+        generate_s = time.perf_counter() - started - write_s
+        if self.reuse:
+            built = self.built
+            write_s = new / built["upsert_pages_per_s"]
+            return _Load(new, write_s, generate_s, built["flush_s"], built["optimize_s"])
+        flush_started = time.perf_counter()
+        self.store.flush()
+        flush_s = time.perf_counter() - flush_started
+        self.store.optimize()
+        optimize_s = time.perf_counter() - flush_started - flush_s
+        load = _Load(new, write_s, generate_s, flush_s, optimize_s)
+        if self.args.index is not None and n_pages == self.sizes[-1]:
+            self._write_stamp(load)
+        return load
+
+    def _write_stamp(self, load: _Load) -> None:
+        """Written once the build is complete: only then may a later run reopen it."""
+        build = {
+            "sizes": self.sizes,
+            "upsert_pages_per_s": load.new / load.write_s,
+            "flush_s": load.flush_s,
+            "optimize_s": load.optimize_s,
+            "empty_allocated": self.empty.allocated,
+            "empty_apparent": self.empty.apparent,
+            "empty_wal": self.empty.wal,
+        }
+        stamp_text = json.dumps({**self.stamp, "build": build}, indent=2)
+        (self.index_path / STAMP_FILE).write_text(stamp_text)
+
+    def measure_queries(self, n_pages: int, prefetches: list[int]) -> _Queries:
+        """Exact and every first stage x prefetch, interleaved per query."""
+        args = self.args
+        query_rng = np.random.default_rng([args.seed, n_pages])
+        targets = [int(t) for t in query_rng.integers(0, n_pages, size=args.queries)]
+        queries = [self.generator.query(self.corpus[t], query_rng) for t in targets]
+        exact_maxsim(self.corpus, n_pages, queries[0])  # warm-up, untimed
+        for stage in FIRST_STAGES:
+            two_stage(self.store, stage, queries[0].tolist(), self.access, prefetches[-1], args)
+        measured = _Queries(targets, queries)
+        # Per query, the exact scan and every first stage x prefetch run in a shuffled
+        # order: whatever runs right after numpy's matmul shares the cores with OpenBLAS
+        # threads still spinning, and that penalty must not always land on one config.
+        plan: list[tuple[FirstStage, int] | None] = [None]
+        plan += [(stage, prefetch) for stage in FIRST_STAGES for prefetch in prefetches]
+        for target, query in zip(targets, queries, strict=True):
+            found, scores = self._query_once(n_pages, query, plan, query_rng, measured)
+            truth = top_k(scores, TOP_K)
+            measured.exact_top1 += truth[0] == target
+            truth_ids = {page_id(i) for i in truth}
+            for key, ids in found.items():
+                measured.recall.setdefault(key, []).append(len(truth_ids & set(ids)) / TOP_K)
+                measured.top1[key] = measured.top1.get(key, 0) + (
+                    bool(ids) and ids[0] == page_id(target)
+                )
+        return measured
+
+    def _query_once(
+        self,
+        n_pages: int,
+        query: Matrix,
+        plan: list[tuple[FirstStage, int] | None],
+        query_rng: np.random.Generator,
+        measured: _Queries,
+    ) -> tuple[dict[tuple[str, int], list[str]], Matrix]:
+        """One query through every step of ``plan`` in a shuffled order, timings recorded in
+        ``measured``: the ids each config found, and the exact scores."""
+        rows = query.tolist()
+        found: dict[tuple[str, int], list[str]] = {}
+        scores = np.empty(0, dtype=np.float32)
+        for position in query_rng.permutation(len(plan)):
+            step = plan[position]
+            step_started = time.perf_counter()
+            if step is None:
+                scores = exact_maxsim(self.corpus, n_pages, query)
+                measured.exact_s.append(time.perf_counter() - step_started)
+                continue
+            stage, prefetch = step
+            hits = two_stage(self.store, stage, rows, self.access, prefetch, self.args)
+            key = (stage.name, prefetch)
+            measured.two_stage_s.setdefault(key, []).append(time.perf_counter() - step_started)
+            found[key] = [h.id for h in hits]
+        return found, scores
+
+    def reopen(
+        self, queries: list[Matrix], prefetch: int
+    ) -> tuple[list[tuple[float, float, float]], _Disk]:
+        """REOPENS times: close + open + first query (each a different query); (close, open,
+        first query) seconds of each, and the disk at rest, measured after the first close."""
+        reopens: list[tuple[float, float, float]] = []
+        disk: _Disk | None = None
+        for attempt in range(REOPENS):
+            close_started = time.perf_counter()
+            self.store.close()
+            close_s = time.perf_counter() - close_started
+            if attempt == 0:  # the disk at rest, untimed
+                disk = self._disk_at_rest()
+            open_started = time.perf_counter()
+            self.store = EdgeVectorStore.open(
+                self.index_path, self.schema, segment_mb=self.args.segment_mb
+            )
+            open_s = time.perf_counter() - open_started
+            rows = queries[(attempt + 1) % len(queries)].tolist()
+            two_stage(self.store, FIRST_STAGES[-1], rows, self.access, prefetch, self.args)
+            first_query_s = time.perf_counter() - open_started - open_s
+            reopens.append((close_s, open_s, first_query_s))
+        assert disk is not None
+        return reopens, disk
+
+    def _disk_at_rest(self) -> _Disk:
+        shard_dir = self.index_path / SHARD_DIR
+        allocated, apparent = disk_usage(shard_dir)
+        wal_allocated, _ = disk_usage(shard_dir / "wal")
+        by_vector = {
+            name: sum(disk_usage(d)[0] for d in shard_dir.glob(f"segments/*/vector_storage-{name}"))
+            for name in self.schema.multivector
+        }
+        return _Disk(allocated, apparent, wal_allocated, by_vector)
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     sizes = sorted({int(s) for s in args.sizes.split(",")})
     prefetches = sorted({int(p) for p in args.prefetch.split(",")})
     if min(prefetches) < TOP_K:
         raise SystemExit(f"every prefetch must be at least {TOP_K}")
-    generator = PageGenerator(seed=args.seed)
-    access = AccessFilter(tenant=TENANT, principals=["reader"])
-    schema = bench_schema()
-    stamp = {
-        "n_pages": sizes[-1],
-        "seed": args.seed,
-        "generator": generator.parameters(),
-        "schema": schema.fingerprint(),
-        "segment_mb": args.segment_mb,
-    }
-    reuse = args.index is not None and _stamp_matches(args.index, stamp)
-    if reuse and len(sizes) > 1:
-        raise SystemExit(f"--index {args.index} holds {sizes[-1]} pages: give --sizes {sizes[-1]}")
-    if args.index is not None and not reuse and args.index.exists() and any(args.index.iterdir()):
-        raise SystemExit(f"--index {args.index} holds another build: delete it or pick another")
-    workdir: Path | None = None
-    if args.index is not None:
-        index_path: Path = args.index
-    else:
-        workdir = Path(tempfile.mkdtemp(prefix="bench-maxsim-", dir=args.workdir))
-        index_path = workdir / "index"
-    corpus = np.empty((sizes[-1], PATCHES, DIM), dtype=np.float32)  # the exact baseline's copy
-    written = 0
+    bench = _Bench(args, sizes)
     per_n: list[dict[str, Any]] = []
     rows_out: list[dict[str, Any]] = []
-    if reuse:
-        store = EdgeVectorStore.open(index_path, schema, segment_mb=args.segment_mb)
-        built = json.loads((index_path / STAMP_FILE).read_text())["build"]
-        # The pages depend on the chunks they were generated in, so replay the build's sizes.
-        for earlier in built.get("sizes", sizes)[:-1]:
-            for block in generator.pages(earlier - written):
-                pages32 = l2_normalise(block.reshape(-1, DIM).astype(np.float32))
-                corpus[written : written + len(block)] = pages32.reshape(block.shape)
-                written += len(block)
-    else:
-        store = EdgeVectorStore.create(index_path, schema, segment_mb=args.segment_mb)
-        empty_allocated, empty_apparent = disk_usage(index_path / SHARD_DIR)
-        empty_wal = disk_usage(index_path / SHARD_DIR / "wal")[0]
     try:
         for n_pages in sizes:
-            # -- load: generate, then time IndexPoint building + upsert only --
-            write_s = 0.0
-            new = n_pages - written
-            started = time.perf_counter()
-            for block in generator.pages(new):
-                # What is stored (float16, renormalised by the cosine index) is what numpy scores.
-                pages32 = l2_normalise(block.reshape(-1, DIM).astype(np.float32))
-                pages32 = pages32.reshape(block.shape)
-                corpus[written : written + len(block)] = pages32
-                if not reuse:
-                    write_started = time.perf_counter()
-                    points = [page_point(written + i, page) for i, page in enumerate(pages32)]
-                    store.upsert(points)
-                    write_s += time.perf_counter() - write_started
-                written += len(block)
-            generate_s = time.perf_counter() - started - write_s
-            if reuse:  # the load numbers are the build's, from the stamp
-                write_s = new / built["upsert_pages_per_s"]
-                flush_s, optimize_s = built["flush_s"], built["optimize_s"]
-                empty_allocated, empty_apparent = built["empty_allocated"], built["empty_apparent"]
-                empty_wal = built["empty_wal"]
-            else:
-                flush_started = time.perf_counter()
-                store.flush()
-                flush_s = time.perf_counter() - flush_started
-                store.optimize()
-                optimize_s = time.perf_counter() - flush_started - flush_s
-                if args.index is not None and n_pages == sizes[-1]:
-                    # Written once the build is complete: only then may a later run reopen it.
-                    build = {
-                        "sizes": sizes,
-                        "upsert_pages_per_s": new / write_s,
-                        "flush_s": flush_s,
-                        "optimize_s": optimize_s,
-                        "empty_allocated": empty_allocated,
-                        "empty_apparent": empty_apparent,
-                        "empty_wal": empty_wal,
-                    }
-                    stamp_text = json.dumps({**stamp, "build": build}, indent=2)
-                    (index_path / STAMP_FILE).write_text(stamp_text)
-            info = store.shard_info()
+            load = bench.load(n_pages)
+            info = bench.store.shard_info()
             print(
-                f"[{n_pages}] wrote {new} pages: {new / write_s:.1f} pages/s, optimize "
-                f"{optimize_s:.1f} s, {info}, generation {generate_s:.1f} s"
-                + (f" (index reused from {index_path})" if reuse else ""),
+                f"[{n_pages}] wrote {load.new} pages: {load.new / load.write_s:.1f} pages/s, "
+                f"optimize {load.optimize_s:.1f} s, {info}, generation {load.generate_s:.1f} s"
+                + (f" (index reused from {bench.index_path})" if bench.reuse else ""),
                 flush=True,
             )
-
-            # -- queries: exact and every first stage x prefetch, interleaved per query --
-            query_rng = np.random.default_rng([args.seed, n_pages])
-            targets = [int(t) for t in query_rng.integers(0, n_pages, size=args.queries)]
-            queries = [generator.query(corpus[t], query_rng) for t in targets]
-            exact_maxsim(corpus, n_pages, queries[0])  # warm-up, untimed
-            for stage in FIRST_STAGES:
-                two_stage(store, stage, queries[0].tolist(), access, prefetches[-1], args)
-            exact_s: list[float] = []
-            exact_top1 = 0
-            two_stage_s: dict[tuple[str, int], list[float]] = {}
-            recall: dict[tuple[str, int], list[float]] = {}
-            top1: dict[tuple[str, int], int] = {}
-            # Per query, the exact scan and every first stage x prefetch run in a shuffled
-            # order: whatever runs right after numpy's matmul shares the cores with OpenBLAS
-            # threads still spinning, and that penalty must not always land on one config.
-            plan: list[tuple[FirstStage, int] | None] = [None]
-            plan += [(stage, prefetch) for stage in FIRST_STAGES for prefetch in prefetches]
-            for target, query in zip(targets, queries, strict=True):
-                rows = query.tolist()
-                found: dict[tuple[str, int], list[str]] = {}
-                scores = np.empty(0, dtype=np.float32)
-                for position in query_rng.permutation(len(plan)):
-                    step = plan[position]
-                    step_started = time.perf_counter()
-                    if step is None:
-                        scores = exact_maxsim(corpus, n_pages, query)
-                        exact_s.append(time.perf_counter() - step_started)
-                        continue
-                    stage, prefetch = step
-                    hits = two_stage(store, stage, rows, access, prefetch, args)
-                    key = (stage.name, prefetch)
-                    two_stage_s.setdefault(key, []).append(time.perf_counter() - step_started)
-                    found[key] = [h.id for h in hits]
-                truth = top_k(scores, TOP_K)
-                exact_top1 += truth[0] == target
-                truth_ids = {page_id(i) for i in truth}
-                for key, ids in found.items():
-                    recall.setdefault(key, []).append(len(truth_ids & set(ids)) / TOP_K)
-                    top1[key] = top1.get(key, 0) + (bool(ids) and ids[0] == page_id(target))
-
-            # -- reopen, REOPENS times: close + open + first query (each a different query) --
-            reopens: list[tuple[float, float, float]] = []
-            for attempt in range(REOPENS):
-                close_started = time.perf_counter()
-                store.close()
-                close_s = time.perf_counter() - close_started
-                if attempt == 0:  # the disk at rest, untimed
-                    shard_dir = index_path / SHARD_DIR
-                    allocated, apparent = disk_usage(shard_dir)
-                    wal_allocated, _ = disk_usage(shard_dir / "wal")
-                    by_vector = {
-                        name: sum(
-                            disk_usage(d)[0]
-                            for d in shard_dir.glob(f"segments/*/vector_storage-{name}")
-                        )
-                        for name in schema.multivector
-                    }
-                open_started = time.perf_counter()
-                store = EdgeVectorStore.open(index_path, schema, segment_mb=args.segment_mb)
-                open_s = time.perf_counter() - open_started
-                rows = queries[(attempt + 1) % len(queries)].tolist()
-                two_stage(store, FIRST_STAGES[-1], rows, access, prefetches[0], args)
-                first_query_s = time.perf_counter() - open_started - open_s
-                reopens.append((close_s, open_s, first_query_s))
-            close_s, open_s, first_query_s = sorted(reopens, key=sum)[len(reopens) // 2]
-            reopen_s = close_s + open_s + first_query_s
-            bytes_per_page = (allocated - empty_allocated) / n_pages
-            p50_exact = percentile_ms(exact_s, 50)
-            summary = {
-                "n_pages": n_pages,
-                "upsert_pages_per_s": round(new / write_s, 1),
-                "index_reused": reuse,
-                "optimize_s": round(optimize_s, 2),
-                "flush_s": round(flush_s, 2),
-                "generate_s": round(generate_s, 1),
-                "reopen_s": round(reopen_s, 3),
-                "reopen_s_each": [round(sum(r), 3) for r in reopens],
-                "close_s": round(close_s, 3),
-                "open_s": round(open_s, 3),
-                "first_query_ms": round(first_query_s * 1000, 1),
-                "bytes_per_page": round(bytes_per_page),
-                "bytes_per_page_apparent": round((apparent - empty_apparent) / n_pages),
-                "bytes_per_page_without_wal": round(
-                    (allocated - wal_allocated - (empty_allocated - empty_wal)) / n_pages
-                ),
-                "vector_bytes_per_page": {k: round(v / n_pages) for k, v in by_vector.items()},
-                # what ingestion stores: full rows and 20 block means (no rows/cols)
-                "bytes_per_page_production_schema": round(
-                    bytes_per_page - by_vector[POOLED] / n_pages
-                ),
-                "wal_bytes": wal_allocated,
-                "theoretical_full_float16_bytes_per_page": PATCHES * DIM * 2,
-                "shard": info,
-                "p50_ms_exact": p50_exact,
-                "p99_ms_exact": percentile_ms(exact_s, 99),
-                "exact_target_at_1": round(exact_top1 / len(targets), 3),
-            }
+            measured = bench.measure_queries(n_pages, prefetches)
+            reopens, disk = bench.reopen(measured.queries, prefetches[0])
+            summary = _summary(
+                n_pages, load, reopens, disk, bench.empty, measured, reuse=bench.reuse, shard=info
+            )
             per_n.append(summary)
-            for stage in FIRST_STAGES:
-                for prefetch in prefetches:
-                    key = (stage.name, prefetch)
-                    p50_two = percentile_ms(two_stage_s[key], 50)
-                    rows_out.append(
-                        {
-                            "first_stage": stage.name,
-                            "n_pages": n_pages,
-                            "prefetch": prefetch,
-                            "p50_ms_two_stage": p50_two,
-                            "p99_ms_two_stage": percentile_ms(two_stage_s[key], 99),
-                            "p50_ms_exact": p50_exact,
-                            "speedup": round(p50_exact / p50_two, 2),
-                            "recall@10": round(float(np.mean(recall[key])), 4),
-                            "target_at_1": round(top1[key] / len(targets), 3),
-                            "bytes_per_page": summary["bytes_per_page"],
-                            "upsert_pages_per_s": summary["upsert_pages_per_s"],
-                            "reopen_s": summary["reopen_s"],
-                        }
-                    )
+            size_rows = _stage_rows(n_pages, prefetches, measured, summary)
+            rows_out.extend(size_rows)
             print(json.dumps(summary), flush=True)
-            for row in rows_out[-len(FIRST_STAGES) * len(prefetches) :]:
+            for row in size_rows:
                 print(
                     f"  {row['first_stage']:>14} prefetch {row['prefetch']:>4}: "
                     f"two-stage p50 {row['p50_ms_two_stage']:8.1f} ms  exact p50 "
@@ -563,10 +625,95 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     flush=True,
                 )
     finally:
-        store.close()
-        if workdir is not None and not args.keep:
-            shutil.rmtree(workdir, ignore_errors=True)
+        bench.close()
+    return _report(args, sizes, prefetches, bench.generator, rows_out, per_n)
 
+
+def _summary(
+    n_pages: int,
+    load: _Load,
+    reopens: list[tuple[float, float, float]],
+    disk: _Disk,
+    empty: _Empty,
+    measured: _Queries,
+    *,
+    reuse: bool,
+    shard: dict[str, int],
+) -> dict[str, Any]:
+    """One size's numbers: load, reopen (the median of :data:`REOPENS`), disk, exact scan."""
+    close_s, open_s, first_query_s = sorted(reopens, key=sum)[len(reopens) // 2]
+    reopen_s = close_s + open_s + first_query_s
+    bytes_per_page = (disk.allocated - empty.allocated) / n_pages
+    return {
+        "n_pages": n_pages,
+        "upsert_pages_per_s": round(load.new / load.write_s, 1),
+        "index_reused": reuse,
+        "optimize_s": round(load.optimize_s, 2),
+        "flush_s": round(load.flush_s, 2),
+        "generate_s": round(load.generate_s, 1),
+        "reopen_s": round(reopen_s, 3),
+        "reopen_s_each": [round(sum(r), 3) for r in reopens],
+        "close_s": round(close_s, 3),
+        "open_s": round(open_s, 3),
+        "first_query_ms": round(first_query_s * 1000, 1),
+        "bytes_per_page": round(bytes_per_page),
+        "bytes_per_page_apparent": round((disk.apparent - empty.apparent) / n_pages),
+        "bytes_per_page_without_wal": round(
+            (disk.allocated - disk.wal_allocated - (empty.allocated - empty.wal)) / n_pages
+        ),
+        "vector_bytes_per_page": {k: round(v / n_pages) for k, v in disk.by_vector.items()},
+        # what ingestion stores: full rows and 20 block means (no rows/cols)
+        "bytes_per_page_production_schema": round(
+            bytes_per_page - disk.by_vector[POOLED] / n_pages
+        ),
+        "wal_bytes": disk.wal_allocated,
+        "theoretical_full_float16_bytes_per_page": PATCHES * DIM * 2,
+        "shard": shard,
+        "p50_ms_exact": percentile_ms(measured.exact_s, 50),
+        "p99_ms_exact": percentile_ms(measured.exact_s, 99),
+        "exact_target_at_1": round(measured.exact_top1 / len(measured.targets), 3),
+    }
+
+
+def _stage_rows(
+    n_pages: int, prefetches: list[int], measured: _Queries, summary: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """One row per first stage x prefetch at this size."""
+    rows: list[dict[str, Any]] = []
+    p50_exact = summary["p50_ms_exact"]
+    for stage in FIRST_STAGES:
+        for prefetch in prefetches:
+            key = (stage.name, prefetch)
+            p50_two = percentile_ms(measured.two_stage_s[key], 50)
+            rows.append(
+                {
+                    "first_stage": stage.name,
+                    "n_pages": n_pages,
+                    "prefetch": prefetch,
+                    "p50_ms_two_stage": p50_two,
+                    "p99_ms_two_stage": percentile_ms(measured.two_stage_s[key], 99),
+                    "p50_ms_exact": p50_exact,
+                    "speedup": round(p50_exact / p50_two, 2),
+                    "recall@10": round(float(np.mean(measured.recall[key])), 4),
+                    "target_at_1": round(measured.top1[key] / len(measured.targets), 3),
+                    "bytes_per_page": summary["bytes_per_page"],
+                    "upsert_pages_per_s": summary["upsert_pages_per_s"],
+                    "reopen_s": summary["reopen_s"],
+                }
+            )
+    return rows
+
+
+def _report(
+    args: argparse.Namespace,
+    sizes: list[int],
+    prefetches: list[int],
+    generator: PageGenerator,
+    rows_out: list[dict[str, Any]],
+    per_n: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The whole run's JSON: its config, the main stage's rows, the variants', every size's
+    summary and whether the targets were met at the largest size."""
     largest = sizes[-1]
     at_largest = [r for r in rows_out if r["n_pages"] == largest]
     meeting = [r for r in at_largest if r["speedup"] >= 30 and r["recall@10"] >= 0.95]

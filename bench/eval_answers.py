@@ -97,13 +97,14 @@ import tempfile
 import time
 import uuid
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from bench.answer_metrics import (  # noqa: E402  (after the sys.path line, as a script)
+from bench.answer_metrics import (  # noqa: E402  # after the sys.path line, as a script
     PageText,
     count_words,
     find_printed,
@@ -115,7 +116,7 @@ from bench.answer_metrics import (  # noqa: E402  (after the sys.path line, as a
     quotes_of,
     tradeoff,
 )
-from bench.answer_scoring import (  # noqa: E402
+from bench.answer_scoring import (  # noqa: E402  # after the sys.path line
     NOT_ANSWERABLE,
     ScoredAnswer,
     accuracy,
@@ -124,7 +125,10 @@ from bench.answer_scoring import (  # noqa: E402
     resolve_format,
     score_value,
 )
-from bench.eval_retrieval import half_of  # noqa: E402
+from bench.eval_retrieval import half_of  # noqa: E402  # after the sys.path line
+
+if TYPE_CHECKING:
+    from pagesight.core.types import RouteName
 
 TENANT = "eval"
 SCORED_FORMATS = ("Int", "Float", "Str")
@@ -402,7 +406,7 @@ def load_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def main() -> None:
+def _argument_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -450,14 +454,13 @@ def main() -> None:
         "--limit; its figures are not comparable with a run over the whole set)",
     )
     ap.add_argument("--out", type=Path, required=True)
-    args = ap.parse_args()
+    return ap
 
-    from pagesight.core.errors import PageSightError
-    from pagesight.core.settings import Settings
-    from pagesight.core.types import AccessFilter, Question, SearchFilters
-    from pagesight.services.engine import build_answer_pipeline
-    from pagesight.services.stack import LocalStack
 
+def _questions(
+    args: argparse.Namespace, ap: argparse.ArgumentParser
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+    """The answerable and unanswerable questions to ask, and the documents to ingest."""
     all_docs = sorted(p.name for p in args.pdfs.glob("*.pdf"))
     subset_docs = set(all_docs)
     if args.subset or args.exclude_subset:
@@ -476,25 +479,113 @@ def main() -> None:
     names = sorted(subset_docs | {q["doc"] for q in unanswerable})
     if args.question_docs:
         names = sorted({q["doc"] for q in answerable + unanswerable})
+    return answerable, unanswerable, names
+
+
+def _settings(args: argparse.Namespace, data_dir: Path) -> Any:
+    """The service's settings with this run's overrides (LLM, answer options)."""
+    from pagesight.core.settings import Settings
+
+    overrides: dict[str, Any] = {"data_dir": data_dir}
+    if args.llm_url:
+        overrides["llm"] = {
+            "base_url": args.llm_url,
+            "model": args.llm_model or "default",
+            "vision": args.vision,
+        }
+    answer: dict[str, Any] = {"corrective": {"enabled": args.crag == "on"}}
+    if args.context_budget is not None:
+        answer["context_budget_tokens"] = args.context_budget
+    if args.abstain_threshold is not None:
+        answer["abstain_threshold"] = args.abstain_threshold
+    overrides["answer"] = answer
+    return Settings(**overrides)
+
+
+@dataclass
+class _Asking:
+    """Asks every question of a run of each pipeline, and keeps what the answers came to:
+    the rows per pipeline, the questions the LLM server failed on, and where the gold values
+    of the scored questions are printed."""
+
+    pipelines: dict[str, Any]
+    pages: PageTexts
+    access: Any
+    scope: Any
+    route: RouteName
+    name_of: dict[str, str]
+    rows: dict[str, list[dict[str, Any]]] = field(init=False)
+    errors: dict[str, list[dict[str, str]]] = field(init=False)
+    printable: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.rows = {name: [] for name in self.pipelines}
+        self.errors = {name: [] for name in self.pipelines}
+
+    def ask(self, q: dict[str, Any], answerable: bool) -> None:
+        fmt = resolve_format(str(q["answer"]), q.get("answer_format"))
+        where = None
+        if answerable and fmt in SCORED_FORMATS:
+            where = printable_of(q, self.pages)
+            if where is not None:
+                self.printable.append(
+                    {"id": q["id"], "doc": q["doc"], "gold": q["answer"], **where}
+                )
+        for name, pipeline in self.pipelines.items():
+            self._ask_one(name, pipeline, q, answerable, where)
+
+    def _ask_one(
+        self,
+        name: str,
+        pipeline: Any,
+        q: dict[str, Any],
+        answerable: bool,
+        where: dict[str, Any] | None,
+    ) -> None:
+        from pagesight.core.errors import PageSightError
+        from pagesight.core.types import Question
+
+        trace_id = uuid.uuid4().hex
+        t0 = time.perf_counter()
+        request = Question(query=q["question"], route=self.route, filters=self.scope)
+        try:
+            done = pipeline.run(request, self.access, trace_id)
+        except PageSightError as exc:  # the LLM server failed: not scored
+            self.errors[name].append({"id": q["id"], "error": f"{exc.code}: {exc.message}"})
+            return
+        elapsed_ms = (time.perf_counter() - t0) * 1000
+        row = answer_row(q, answerable, done.response, done.trace, self.name_of)
+        row["ms"] = round(elapsed_ms, 1)
+        row.update(
+            lead_fields(
+                q,
+                done.response,
+                done.trace,
+                baseline=name == "today",
+                answerable=answerable,
+                printable=where,
+                name_of=self.name_of,
+                pages=self.pages,
+            )
+        )
+        self.rows[name].append(row)
+
+
+def main() -> None:
+    ap = _argument_parser()
+    args = ap.parse_args()
+
+    from pagesight.core.types import AccessFilter, RouteName, SearchFilters
+    from pagesight.services.engine import build_answer_pipeline
+    from pagesight.services.stack import LocalStack
+
+    answerable, unanswerable, names = _questions(args, ap)
     paths = {name: args.pdfs / name for name in names}
     # The baseline is today's extractive answer; with an LLM both pipelines would generate.
     with_baseline = not args.no_baseline and not args.llm_url
 
     with tempfile.TemporaryDirectory() as tmp:
-        overrides: dict[str, Any] = {"data_dir": args.data_dir or Path(tmp)}
-        if args.llm_url:
-            overrides["llm"] = {
-                "base_url": args.llm_url,
-                "model": args.llm_model or "default",
-                "vision": args.vision,
-            }
-        answer: dict[str, Any] = {"corrective": {"enabled": args.crag == "on"}}
-        if args.context_budget is not None:
-            answer["context_budget_tokens"] = args.context_budget
-        if args.abstain_threshold is not None:
-            answer["abstain_threshold"] = args.abstain_threshold
-        overrides["answer"] = answer
-        settings = Settings(**overrides)
+        settings = _settings(args, args.data_dir or Path(tmp))
         baseline_settings = settings.model_copy(
             update={"answer": settings.answer.model_copy(update={"extractive": "quotes"})}
         )
@@ -511,53 +602,22 @@ def main() -> None:
         pipelines = {"after": build_answer_pipeline(settings, stack)}
         if with_baseline:
             pipelines["today"] = build_answer_pipeline(baseline_settings, stack)
-        pages = PageTexts(paths, stack)
-        access = AccessFilter(tenant=TENANT, principals=[])
-        scope = SearchFilters(doc_ids=sorted(name_of))
-        rows: dict[str, list[dict[str, Any]]] = {name: [] for name in pipelines}
-        errors: dict[str, list[dict[str, str]]] = {name: [] for name in pipelines}
-        printable: list[dict[str, Any]] = []
+        asking = _Asking(
+            pipelines,
+            PageTexts(paths, stack),
+            AccessFilter(tenant=TENANT, principals=[]),
+            SearchFilters(doc_ids=sorted(name_of)),
+            RouteName(args.route),
+            name_of,
+        )
         try:
             for answerable_set, questions in ((True, answerable), (False, unanswerable)):
                 for q in questions:
-                    fmt = resolve_format(str(q["answer"]), q.get("answer_format"))
-                    where = None
-                    if answerable_set and fmt in SCORED_FORMATS:
-                        where = printable_of(q, pages)
-                        if where is not None:
-                            printable.append(
-                                {"id": q["id"], "doc": q["doc"], "gold": q["answer"], **where}
-                            )
-                    for name, pipeline in pipelines.items():
-                        trace_id = uuid.uuid4().hex
-                        t0 = time.perf_counter()
-                        request = Question(query=q["question"], route=args.route, filters=scope)
-                        try:
-                            done = pipeline.run(request, access, trace_id)
-                        except PageSightError as exc:  # the LLM server failed: not scored
-                            errors[name].append(
-                                {"id": q["id"], "error": f"{exc.code}: {exc.message}"}
-                            )
-                            continue
-                        elapsed_ms = (time.perf_counter() - t0) * 1000
-                        row = answer_row(q, answerable_set, done.response, done.trace, name_of)
-                        row["ms"] = round(elapsed_ms, 1)
-                        row.update(
-                            lead_fields(
-                                q,
-                                done.response,
-                                done.trace,
-                                baseline=name == "today",
-                                answerable=answerable_set,
-                                printable=where,
-                                name_of=name_of,
-                                pages=pages,
-                            )
-                        )
-                        rows[name].append(row)
+                    asking.ask(q, answerable_set)
         finally:
             stack.close()
 
+    rows, errors = asking.rows, asking.errors
     result = report(rows["after"], settings.answer.min_coverage)
     result.update(
         {
@@ -579,7 +639,7 @@ def main() -> None:
                 "ingest_s": round(ingest_s, 1),
                 "failed": [{"path": j.path, "code": j.error_code} for j in failed],
             },
-            "printable": printable,
+            "printable": asking.printable,
             "errors": errors["after"],
         }
     )

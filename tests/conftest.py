@@ -63,4 +63,5 @@ def ingested_pages(
         yield stack, job.doc_id
 
 
-from tests.postgres import postgres_server, postgres_url  # noqa: E402,F401  (fixtures)
+# The PostgreSQL fixtures, for every test; imported after the OMP_* limits are set.
+from tests.postgres import postgres_server, postgres_url  # noqa: E402, F401  # fixtures by name

@@ -147,7 +147,7 @@ def _session(
 # -- ingest, jobs, delete ------------------------------------------------------------------
 
 
-def ingest(
+def ingest(  # noqa: PLR0913  # a Typer command: each parameter is one CLI option
     paths: Annotated[list[Path], typer.Argument(help="files or folders")],
     tenant: Tenant = None,
     acl: Acl = None,

@@ -118,34 +118,50 @@ def _print_answer(response: AnswerResponse, names: dict[str, tuple[str, str]]) -
     """
     from pagesight.query.generation import render_cited
 
-    by_n = {c.n: c for c in response.citations}
     if response.abstained:
-        out.print(response.answer, markup=False)
-        if response.reason:
-            out.print(f"Why: {response.reason}", markup=False)
-        if response.related:
-            out.print("\nRelated:")
-            for related in response.related:
-                quote = _one_line(related.quote, 140)
-                where = _citation_source(related, names)
-                out.print(f"  - {where}" + (f": “{quote}”" if quote else ""), markup=False)
+        _print_abstention(response, names)
     elif response.lead is not None:
-        lead = response.lead
-        out.print(_lead_text(lead))
-        for n in lead.citations:
-            if n in by_n:
-                out.print(f"  [{n}] {_citation_source(by_n[n], names)}", markup=False)
-        if response.mode == "llm":
-            rest = [s for s in response.sentences if s.text != lead.text]
-            if rest:
-                shown = " ".join(_marked(s.text, s.citations) for s in rest)
-                out.print(f"\n{shown}", markup=False)
-        if response.supporting:
-            out.print("\nSupporting:")
-            for unit in response.supporting:
-                out.print(f"  - {_marked(_one_line(unit.text, 160), unit.citations)}", markup=False)
+        _print_lead(response, response.lead, names)
     else:
         out.print(render_cited(response), markup=False)
+    _print_citations(response, names)
+
+
+def _print_abstention(response: AnswerResponse, names: dict[str, tuple[str, str]]) -> None:
+    """An abstention: its text, ``Why: reason`` and ``Related:`` passages."""
+    out.print(response.answer, markup=False)
+    if response.reason:
+        out.print(f"Why: {response.reason}", markup=False)
+    if response.related:
+        out.print("\nRelated:")
+        for related in response.related:
+            quote = _one_line(related.quote, 140)
+            where = _citation_source(related, names)
+            out.print(f"  - {where}" + (f": “{quote}”" if quote else ""), markup=False)
+
+
+def _print_lead(
+    response: AnswerResponse, lead: AnswerUnit, names: dict[str, tuple[str, str]]
+) -> None:
+    """The lead with its sources, an LLM's other sentences, then ``Supporting:`` quotes."""
+    by_n = {c.n: c for c in response.citations}
+    out.print(_lead_text(lead))
+    for n in lead.citations:
+        if n in by_n:
+            out.print(f"  [{n}] {_citation_source(by_n[n], names)}", markup=False)
+    if response.mode == "llm":
+        rest = [s for s in response.sentences if s.text != lead.text]
+        if rest:
+            shown = " ".join(_marked(s.text, s.citations) for s in rest)
+            out.print(f"\n{shown}", markup=False)
+    if response.supporting:
+        out.print("\nSupporting:")
+        for unit in response.supporting:
+            out.print(f"  - {_marked(_one_line(unit.text, 160), unit.citations)}", markup=False)
+
+
+def _print_citations(response: AnswerResponse, names: dict[str, tuple[str, str]]) -> None:
+    """``Citations:``, one line each (nothing when there are none)."""
     if response.citations:
         out.print("\nCitations:")
         for citation in response.citations:

@@ -113,7 +113,7 @@ class CollectionManager(ABC):
     def _drop(self, name: str, version_id: str) -> bool:
         """Delete one version; False when it is in use and was left alone."""
 
-    def close(self) -> None:  # noqa: B027 - optional hook; only some backends own a client
+    def close(self) -> None:  # noqa: B027  # an optional hook: only some backends own a client
         """Release what the manager owns (a client)."""
 
     # -- operations --

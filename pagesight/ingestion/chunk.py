@@ -381,82 +381,99 @@ class Chunker:
         return chunks
 
     def _chunk_section(self, section: list[Element]) -> list[_Draft]:
-        max_chars, min_chars = self.options.max_chars, self.options.min_chars
-        path = list(section[0].section_path)
-        done: list[_Draft] = []
-        open_draft: _Draft | None = None
-
-        def close() -> None:
-            nonlocal open_draft
-            if open_draft is None or not open_draft.parts:
-                open_draft = None
-                return
-            previous = done[-1] if done else None
-            if (
-                open_draft.length < min_chars
-                and previous is not None
-                and not previous.atomic
-                and previous.length + len(ELEMENT_SEPARATOR) + open_draft.length
-                <= max_chars + min_chars
-            ):
-                previous.absorb(open_draft)
-            else:
-                done.append(open_draft)
-            open_draft = None
-
+        packer = _SectionPacker(
+            list(section[0].section_path), self.options.max_chars, self.options.min_chars
+        )
         for unit in _units(section):
             if isinstance(unit, _AtomicUnit):
-                atomic = _atomic_draft(unit, path)
-                if atomic.parts:  # an uncaptioned picture has no text to retrieve by
-                    close()
-                    done.append(atomic)
-                continue
-            element = unit
-            text = element.text.strip()
-            if not text:
-                continue
-            pieces = _Pieces(element)
-            room = (
-                max_chars - open_draft.length - len(ELEMENT_SEPARATOR)
-                if open_draft is not None
-                else max_chars
-            )
-            if open_draft is not None and len(text) <= room:
-                open_draft.add(element, text, pieces.locs(text))
-                continue
-            if len(text) <= max_chars:
-                if open_draft is not None and open_draft.length < min_chars:
-                    # a small chunk takes its next neighbour
-                    open_draft.add(element, text, pieces.locs(text))
-                else:
-                    close()
-                    open_draft = _Draft(section_path=path)
-                    open_draft.add(element, text, pieces.locs(text))
-                continue
-            # Longer than max_chars: split at sentence ends. A small open chunk is filled with
-            # the leading sentences first; a big enough one is closed and the element starts anew.
-            if open_draft is not None and (open_draft.length >= min_chars or room <= 0):
-                close()
-            head, windows = sentence_windows(
-                text,
-                max_chars,
-                room if open_draft is not None else None,
-                by_line=element.kind == ElementKind.CODE,
-            )
-            if head:
-                if open_draft is None:
-                    open_draft = _Draft(section_path=path)
-                open_draft.add(element, head, pieces.locs(head))
-            for window in windows:
-                if open_draft is not None and open_draft.length < min_chars:
-                    # a small chunk takes its next neighbour
-                    open_draft.add(element, window, pieces.locs(window))
-                    continue
-                close()
-                open_draft = _Draft(section_path=path)
-                open_draft.add(element, window, pieces.locs(window))
-        close()
-        return done
+                packer.add_atomic(unit)
+            else:
+                packer.add_element(unit)
+        packer.close()
+        return packer.done
+
+
+class _SectionPacker:
+    """Packs one section's units, in order, into drafts: ``done`` holds the finished ones,
+    ``open_draft`` the one still taking text (rules in the module docstring)."""
+
+    def __init__(self, path: list[str], max_chars: int, min_chars: int) -> None:
+        self.path = path
+        self.max_chars = max_chars
+        self.min_chars = min_chars
+        self.done: list[_Draft] = []
+        self.open_draft: _Draft | None = None
+
+    def close(self) -> None:
+        """Finish the open draft: a small one joins the previous text draft when the two fit
+        together, otherwise it is a chunk of its own; an empty one is dropped."""
+        draft, self.open_draft = self.open_draft, None
+        if draft is None or not draft.parts:
+            return
+        previous = self.done[-1] if self.done else None
+        if (
+            draft.length < self.min_chars
+            and previous is not None
+            and not previous.atomic
+            and previous.length + len(ELEMENT_SEPARATOR) + draft.length
+            <= self.max_chars + self.min_chars
+        ):
+            previous.absorb(draft)
+        else:
+            self.done.append(draft)
+
+    def add_atomic(self, unit: _AtomicUnit) -> None:
+        """An atomic element (with its caption) is a chunk of its own."""
+        atomic = _atomic_draft(unit, self.path)
+        if atomic.parts:  # an uncaptioned picture has no text to retrieve by
+            self.close()
+            self.done.append(atomic)
+
+    def add_element(self, element: Element) -> None:
+        text = element.text.strip()
+        if not text:
+            return
+        pieces = _Pieces(element)
+        room = (
+            self.max_chars - self.open_draft.length - len(ELEMENT_SEPARATOR)
+            if self.open_draft is not None
+            else self.max_chars
+        )
+        if self.open_draft is not None and len(text) <= room:
+            self.open_draft.add(element, text, pieces.locs(text))
+        elif len(text) <= self.max_chars:
+            self._add_piece(element, text, pieces)
+        else:
+            self._add_long(element, text, pieces, room)
+
+    def _add_piece(self, element: Element, text: str, pieces: _Pieces) -> None:
+        """``text`` (at most ``max_chars``) into a small open draft, since a small chunk takes
+        its next neighbour; otherwise the open draft is closed and ``text`` starts a new one."""
+        if self.open_draft is not None and self.open_draft.length < self.min_chars:
+            self.open_draft.add(element, text, pieces.locs(text))
+            return
+        self.close()
+        self.open_draft = _Draft(section_path=self.path)
+        self.open_draft.add(element, text, pieces.locs(text))
+
+    def _add_long(self, element: Element, text: str, pieces: _Pieces, room: int) -> None:
+        """``text`` longer than ``max_chars``: split at sentence ends. A small open chunk is
+        filled with the leading sentences first; a big enough one is closed and the element
+        starts anew."""
+        if self.open_draft is not None and (self.open_draft.length >= self.min_chars or room <= 0):
+            self.close()
+        head, windows = sentence_windows(
+            text,
+            self.max_chars,
+            room if self.open_draft is not None else None,
+            by_line=element.kind == ElementKind.CODE,
+        )
+        if head:
+            if self.open_draft is None:
+                self.open_draft = _Draft(section_path=self.path)
+            self.open_draft.add(element, head, pieces.locs(head))
+        for window in windows:
+            self._add_piece(element, window, pieces)
 
 
 def _sections(elements: list[Element]) -> list[list[Element]]:

@@ -227,7 +227,7 @@ class SyncReport:
 class Ingestor:
     """Runs ingest jobs against one index and one catalog (the single writer of both)."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913  # the ingestor's injected stores, models and parser
         self,
         settings: Settings,
         store: VectorStore,

@@ -96,7 +96,7 @@ _DATE = re.compile(
 )
 _DECORATION = " \t-–—|•·*_~=‒―"
 _PAGE_WORD = r"(?:page|pages|pg\.?|p\.|seite|página|pagina|ページ|頁)"
-_TOKEN = (
+_PAGE_NUMERAL = (
     r"(?P<arabic>[1-9]\d{0,4})"
     r"|(?P<roman>[ivxlc]{1,8})"
     r"|(?P<prefix>[A-Z]{1,2}\s?[-–.]\s?)(?P<pnum>[1-9]\d{0,2})"
@@ -104,10 +104,12 @@ _TOKEN = (
 _TOTAL = r"(?:\s*(?:of|/|de|von|sur|di)\s*(?P<total>\d{1,5}))?"
 #: The whole line is the folio: "17", "- 17 -", "iv", "A-3", "Page 17", "17 of 212", "3ページ".
 _WHOLE_LINE = re.compile(
-    rf"(?:{_PAGE_WORD}\s*)?(?:{_TOKEN}){_TOTAL}(?:\s*(?:ページ|頁))?", re.IGNORECASE
+    rf"(?:{_PAGE_WORD}\s*)?(?:{_PAGE_NUMERAL}){_TOTAL}(?:\s*(?:ページ|頁))?", re.IGNORECASE
 )
 #: "Page 17" anywhere in a line: "Annual Report · Page 17 of 212".
-_PAGE_WORD_NUMBER = re.compile(rf"\b{_PAGE_WORD}\s*(?:{_TOKEN}){_TOTAL}(?![\w.,])", re.IGNORECASE)
+_PAGE_WORD_NUMBER = re.compile(
+    rf"\b{_PAGE_WORD}\s*(?:{_PAGE_NUMERAL}){_TOTAL}(?![\w.,])", re.IGNORECASE
+)
 #: A line that opens with the folio: "17 | Annual Report", "17 PEW RESEARCH CENTER".
 _LEADING = re.compile(r"(?P<arabic>[1-9]\d{0,4})(?:\s*[|•·–—]\s*|\s+)(?P<next>\S)")
 #: A line that ends with the folio: "Annual Report | 17", "PEW RESEARCH CENTER 17".
@@ -406,31 +408,41 @@ def caption_number(text: str) -> tuple[ItemKind, str] | None:
     head = unicodedata.normalize("NFKC", text[:200])
     en = _CAPTION_EN.match(head)
     if en:
-        number = re.sub(r"\s+", "", en.group("num").strip("() \t")).replace("–", "-")
-        if re.fullmatch(r"[IVXLCivxlc]+", number) and (
-            not number.isupper() or roman_value(number) is None
-        ):
-            return None  # "Table in", "Figure ii": words, not numerals
-        rest = en.group("rest")
-        stripped = rest.lstrip()
-        if rest and not rest[0].isspace() and (rest[0].isalnum() or rest[0] == "_"):
-            return None  # "Table 3rd", "Fig 2x2"
-        if stripped and stripped[0].islower():
-            return None  # running text: "Table 3 shows"
-        return _CAPTION_WORDS[en.group("word").lower()], number
+        return _english_caption(en)
     ja = _CAPTION_JA.match(head)
     if ja:
-        if ja.group("num1"):
-            word, number = ja.group("word1"), ja.group("num1")
-        else:
-            word, number = ja.group("word"), ja.group("num").strip("() ")
-        rest = ja.group("rest")
-        if rest and _is_hiragana(rest[0]):
-            return None  # running text: "表2に示すように"
-        if rest and rest[0].isascii() and rest[0].isalnum():
-            return None
-        return _CAPTION_WORDS[word], number.replace(" ", "")
+        return _japanese_caption(ja)
     return None
+
+
+def _english_caption(en: re.Match[str]) -> tuple[ItemKind, str] | None:
+    """:func:`caption_number` of a ``_CAPTION_EN`` match."""
+    number = re.sub(r"\s+", "", en.group("num").strip("() \t")).replace("–", "-")
+    if re.fullmatch(r"[IVXLCivxlc]+", number) and (
+        not number.isupper() or roman_value(number) is None
+    ):
+        return None  # "Table in", "Figure ii": words, not numerals
+    rest = en.group("rest")
+    stripped = rest.lstrip()
+    if rest and not rest[0].isspace() and (rest[0].isalnum() or rest[0] == "_"):
+        return None  # "Table 3rd", "Fig 2x2"
+    if stripped and stripped[0].islower():
+        return None  # running text: "Table 3 shows"
+    return _CAPTION_WORDS[en.group("word").lower()], number
+
+
+def _japanese_caption(ja: re.Match[str]) -> tuple[ItemKind, str] | None:
+    """:func:`caption_number` of a ``_CAPTION_JA`` match."""
+    if ja.group("num1"):
+        word, number = ja.group("word1"), ja.group("num1")
+    else:
+        word, number = ja.group("word"), ja.group("num").strip("() ")
+    rest = ja.group("rest")
+    if rest and _is_hiragana(rest[0]):
+        return None  # running text: "表2に示すように"
+    if rest and rest[0].isascii() and rest[0].isalnum():
+        return None
+    return _CAPTION_WORDS[word], number.replace(" ", "")
 
 
 #: An equation's own number at its end: "E = mc^2 (5)", "\tag{5}".
@@ -597,43 +609,8 @@ def _sections(parsed: ParsedDocument, last_page: int) -> list[StructureSection]:
         seq = first_on_page.get(element.page_number)
         if seq is None or element.seq < seq:
             first_on_page[element.page_number] = element.seq
-    titles = {
-        (e.page_number, _normalise_title(e.text)): e.seq
-        for e in parsed.elements
-        if e.kind == ElementKind.TITLE
-    }
-    outline = [e for e in parsed.outline if 1 <= e.page_number <= last_page and e.title.strip()]
-    placed: list[tuple[int, int, _Heading]] = []  # (page, seq on the page, heading)
-    in_outline: set[tuple[int, str]] = set()
-    depth = 0
-    if len(outline) >= 2:
-        depth = max(entry.level for entry in outline)
-        stack: list[OutlineEntry] = []
-        for entry in outline:
-            while stack and stack[-1].level >= entry.level:
-                stack.pop()
-            key = (entry.page_number, _normalise_title(entry.title))
-            in_outline.add(key)
-            seq = titles.get(key)
-            heading = _Heading(
-                title=entry.title,
-                level=entry.level,
-                page=entry.page_number,
-                continues_page=seq is not None and seq > first_on_page.get(entry.page_number, seq),
-                context=[s.title for s in stack] + margins.get(entry.page_number, []),
-            )
-            placed.append((entry.page_number, -1 if seq is None else seq, heading))
-            stack.append(entry)
-    # A "heading" printed on many pages is a running head the layout model took for a
-    # section header ("Notes to Consolidated Financial Statements" atop every page of the
-    # notes): only its first occurrence opens a section, or it would cut every real one short.
-    pages_of_title: dict[str, set[int]] = {}
-    for element in parsed.elements:
-        if element.kind == ElementKind.TITLE:
-            pages_of_title.setdefault(_normalise_title(element.text), set()).add(
-                element.page_number
-            )
-    running = {title for title, on in pages_of_title.items() if len(on) > _RUNNING_HEAD_PAGES}
+    placed, in_outline, depth = _outline_headings(parsed, last_page, margins, first_on_page)
+    running = _running_heads(parsed)
     seen_running: set[str] = set()
     # Headings the outline does not list (an outline often holds only the top levels: a
     # filing's "Notes to Financial Statements" but not "Note 7 — Income taxes") sit below
@@ -661,6 +638,60 @@ def _sections(parsed: ParsedDocument, last_page: int) -> list[StructureSection]:
     placed.sort(key=lambda item: (item[0], item[1]))
     headings = [heading for _, _, heading in placed]
     return _spans(headings, last_page)
+
+
+def _outline_headings(
+    parsed: ParsedDocument,
+    last_page: int,
+    margins: dict[int, list[str]],
+    first_on_page: dict[int, int],
+) -> tuple[list[tuple[int, int, _Heading]], set[tuple[int, str]], int]:
+    """The headings of the document's outline (when it has two entries or more), each placed
+    as ``(page, seq on the page, heading)`` (seq -1 when no TITLE element matches it); the
+    ``(page, normalised title)`` keys they cover; and the outline's depth (0: no outline)."""
+    titles = {
+        (e.page_number, _normalise_title(e.text)): e.seq
+        for e in parsed.elements
+        if e.kind == ElementKind.TITLE
+    }
+    outline = [e for e in parsed.outline if 1 <= e.page_number <= last_page and e.title.strip()]
+    placed: list[tuple[int, int, _Heading]] = []
+    in_outline: set[tuple[int, str]] = set()
+    if len(outline) < 2:
+        return placed, in_outline, 0
+    stack: list[OutlineEntry] = []
+    for entry in outline:
+        while stack and stack[-1].level >= entry.level:
+            stack.pop()
+        key = (entry.page_number, _normalise_title(entry.title))
+        in_outline.add(key)
+        seq = titles.get(key)
+        heading = _Heading(
+            title=entry.title,
+            level=entry.level,
+            page=entry.page_number,
+            continues_page=seq is not None and seq > first_on_page.get(entry.page_number, seq),
+            context=[s.title for s in stack] + margins.get(entry.page_number, []),
+        )
+        placed.append((entry.page_number, -1 if seq is None else seq, heading))
+        stack.append(entry)
+    return placed, in_outline, max(entry.level for entry in outline)
+
+
+def _running_heads(parsed: ParsedDocument) -> set[str]:
+    """Normalised TITLE texts printed on more than a few pages.
+
+    A "heading" printed on many pages is a running head the layout model took for a section
+    header ("Notes to Consolidated Financial Statements" atop every page of the notes): only
+    its first occurrence opens a section, or it would cut every real one short.
+    """
+    pages_of_title: dict[str, set[int]] = {}
+    for element in parsed.elements:
+        if element.kind == ElementKind.TITLE:
+            pages_of_title.setdefault(_normalise_title(element.text), set()).add(
+                element.page_number
+            )
+    return {title for title, on in pages_of_title.items() if len(on) > _RUNNING_HEAD_PAGES}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -196,7 +196,8 @@ class PageSightOpenAI(openai.OpenAI):
             delay = max(0.0, wait)
         else:
             delay = min(self.backoff_s * 2 ** (retry - 1), MAX_BACKOFF_S)
-            delay *= 0.5 + random.random() / 2  # jitter: callers that failed together spread out
+            # jitter: callers that failed together spread out
+            delay *= 0.5 + random.random() / 2  # noqa: S311  # retry jitter, not a secret
         log.warning("LLM call failed, retry %d/%d in %.2f s", retry, max_retries, delay)
         return delay
 

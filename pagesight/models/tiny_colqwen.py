@@ -164,7 +164,7 @@ def torchvision_works() -> bool:
     """Whether torchvision imports (PyPI's CUDA build next to CPU torch fails with a
     RuntimeError, not an ImportError)."""
     try:
-        import torchvision  # noqa: F401
+        import torchvision  # noqa: F401  # imported only to see whether it imports
     except (ImportError, RuntimeError):
         return False
     return True

@@ -43,8 +43,8 @@ from pagesight.models.hf import quiet_transformers
 
 #: Qwen2's special tokens in Qwen's own id order; ``<|endoftext|>`` pads, ``<|im_end|>`` ends.
 QWEN2_SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
-PAD_TOKEN = "<|endoftext|>"
-EOS_TOKEN = "<|im_end|>"
+PAD_TOKEN = "<|endoftext|>"  # noqa: S105  # a tokenizer special token, not a password
+EOS_TOKEN = "<|im_end|>"  # noqa: S105  # a tokenizer special token, not a password
 
 #: Widths of the tiny model (module doc: head_dim = 64 / 2 = 32).
 TINY_CONFIG: dict[str, Any] = {

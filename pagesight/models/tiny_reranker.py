@@ -103,7 +103,7 @@ def build_tokenizer() -> Any:
     trainer = trainers.UnigramTrainer(
         vocab_size=1000,
         special_tokens=list(XLMR_SPECIAL_TOKENS),
-        unk_token="<unk>",
+        unk_token="<unk>",  # noqa: S106  # a tokenizer special token, not a password
         show_progress=False,
     )
     unigram.train_from_iterator(list(_CORPUS) * 4, trainer)

@@ -126,7 +126,7 @@ class AnswerPipeline:
     scores them; ``llm`` generates (None: extractive answers). Construction does no work.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913  # the pipeline's injected collaborators and options
         self,
         candidates: CandidateSearch,
         ranker: Ranker,

@@ -126,6 +126,29 @@ def choose_lead(
     if not terms:
         choice.reason = "the question names nothing to look for in the documents"
         return choice
+    scored = _scored_units(query, kind, blocks, units, terms, asked_periods)
+    best = scored[0]
+    choice.coverage = round(best.coverage, 4)
+    choice.related = _distinct(scored, MAX_RELATED)
+    choice.reason = _no_lead_reason(
+        query, kind, scored, asked_periods, min_coverage=min_coverage, strict=strict
+    )
+    if choice.reason is not None:
+        return choice
+    choice.lead = best
+    choice.supporting = _supporting(scored, min_coverage, max_supporting)
+    return choice
+
+
+def _scored_units(
+    query: str,
+    kind: AnswerType | None,
+    blocks: list[ContextBlock],
+    units: list[tuple[ContextBlock, Unit, int]],
+    terms: list[str],
+    asked_periods: Periods,
+) -> list[Scored]:
+    """Every unit scored for the question (module doc), best first."""
     unit_terms = [_terms_of(unit.text) for _, unit, _ in units]
     total = len(units)
     df = {t: sum(1 for ts in unit_terms if t in ts) for t in terms}
@@ -166,40 +189,53 @@ def choose_lead(
         missing = sorted((t for t in terms if t not in context), key=lambda t: -weight[t])
         scored.append(Scored(block, unit, rank, coverage, score, value, agreement, missing, strong))
     scored.sort(key=lambda s: (-round(s.score, 9), s.rank, s.unit.position))
-    best = scored[0]
-    choice.coverage = round(best.coverage, 4)
-    choice.related = _distinct(scored, MAX_RELATED)
+    return scored
 
+
+def _no_lead_reason(
+    query: str,
+    kind: AnswerType | None,
+    scored: list[Scored],
+    asked_periods: Periods,
+    *,
+    min_coverage: float,
+    strict: bool,
+) -> str | None:
+    """Why the best of ``scored`` is no lead (too little of the question covered, no passage
+    about the period asked for, or the strict policy unmet); None when it is one."""
+    best = scored[0]
     if best.coverage < min_coverage:
         absent = ", ".join(f'"{_surface(query, t)}"' for t in best.missing[:3])
-        choice.reason = (
+        return (
             f"no passage covers the question (best coverage {best.coverage:.2f} < "
             f"{min_coverage:.2f}; not found: {absent})"
         )
-        return choice
     if asked_periods and best.agreement == 0 and not any(s.agreement > 0 for s in scored[:20]):
-        choice.reason = (
-            f"no passage is about the period the question names ({_shown(asked_periods)})"
-        )
-        return choice
+        return f"no passage is about the period the question names ({_shown(asked_periods)})"
     if strict and ((kind is not None and not best.strong) or best.agreement < 1):
-        choice.reason = (
+        return (
             "strict policy: the best passage does not state a value of the kind asked for "
             "in the period named"
         )
-        return choice
-    choice.lead = best
+    return None
+
+
+def _supporting(scored: list[Scored], min_coverage: float, max_supporting: int) -> list[Scored]:
+    """Up to ``max_supporting`` units after the lead (``scored[0]``) that score at least 0.6 of
+    it and cover the question, each text once."""
+    best = scored[0]
+    supporting: list[Scored] = []
     floor = 0.6 * best.score
     seen = {best.unit.text.casefold()}
     for candidate in scored[1:]:
-        if len(choice.supporting) >= max_supporting or candidate.score < floor:
+        if len(supporting) >= max_supporting or candidate.score < floor:
             break
         key = candidate.unit.text.casefold()
         if key in seen or candidate.coverage < min_coverage:
             continue
         seen.add(key)
-        choice.supporting.append(candidate)
-    return choice
+        supporting.append(candidate)
+    return supporting
 
 
 def _units(blocks: list[ContextBlock]) -> list[tuple[ContextBlock, Unit, int]]:
@@ -281,13 +317,27 @@ def _value(
     if kind is None:
         return None, False
     if unit.kind == "table_cell":
-        cell = unit.cells[1]
-        found = values_in(cell, kind, query)
-        if found:
-            return found[0], True
-        if kind in ("amount", "count", "percent") and re.fullmatch(r"[-$€£¥(]*[\d,.]+\)?%?", cell):
-            return Value(cell, 0, len(cell)), True
-        return None, False
+        return _cell_value(unit, kind, query)
+    return _prose_value(unit, kind, query, measure)
+
+
+def _cell_value(unit: Unit, kind: AnswerType, query: str) -> tuple[Value | None, bool]:
+    """:func:`_value` of a table cell: its own cell, when of type ``kind`` (or a plain number,
+    for amounts, counts and percents); always strong."""
+    cell = unit.cells[1]
+    found = values_in(cell, kind, query)
+    if found:
+        return found[0], True
+    if kind in ("amount", "count", "percent") and re.fullmatch(r"[-$€£¥(]*[\d,.]+\)?%?", cell):
+        return Value(cell, 0, len(cell)), True
+    return None, False
+
+
+def _prose_value(
+    unit: Unit, kind: AnswerType, query: str, measure: dict[str, float]
+) -> tuple[Value | None, bool]:
+    """:func:`_value` in prose: the value nearest after a ``measure`` term, strong when enough
+    of the measure stands by it."""
     found = values_in(unit.text, kind, query)
     if not found:
         return None, False
@@ -353,7 +403,8 @@ def _distinct(scored: list[Scored], limit: int) -> list[Scored]:
 
 def _surface(query: str, term: str) -> str:
     """The question's own word for the (stemmed) ``term``, to name it in a reason."""
-    for word in re.findall(r"[^\W_]+", query):
+    words: list[str] = re.findall(r"[^\W_]+", query)
+    for word in words:
         if term in _terms_of(word):
             return word
     return term

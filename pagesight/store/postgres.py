@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 #: Taken by ``upgrade`` so that replicas starting at once run the migrations once.
 _MIGRATION_LOCK = 0x50_41_47_45  # "PAGE"
 #: What statements are compiled for (psycopg 3, ``%(name)s`` parameters).
-DIALECT = postgresql.psycopg.dialect()
+DIALECT = postgresql.psycopg.dialect()  # type: ignore[no-untyped-call]  # SQLAlchemy's, untyped
 
 
 def conninfo(url: str, options: DatabaseOptions) -> str:

@@ -244,7 +244,7 @@ def uploaded(
     """A real PDF of the evaluation set and a broken one, dropped on the upload zone together;
     what the page showed once both jobs ended."""
     real = (eval_dir / "pdfs" / REAL_PDF).read_bytes()
-    broken = random.Random(7).randbytes(4096)
+    broken = random.Random(7).randbytes(4096)  # noqa: S311  # test data, not a secret
     page = open_ui(chromium, base_url)
     seen: list[str] = []
     page.expose_function("recordState", lambda state: seen.append(state))
@@ -743,28 +743,36 @@ def test_the_leads_citation_opens_the_page_its_quote_is_printed_on(
         viewer = page.locator("#viewer")
         shown.locator(f'button.cite[data-n="{cited["n"]}"]').click()
         expect(viewer).to_be_visible()
-        for i, quoted in enumerate(cited["parts"]):
-            number = quoted["page_number"]
-            assert words(quoted["text"]) <= words(printed[i]), (quoted, number)
-            expect(viewer.locator("#viewer-title")).to_contain_text(f"[{cited['n']}]")
-            expect(viewer.locator("#viewer-title")).to_contain_text(
-                re.compile(rf"\bpage {number}\b")
-            )
-            frame = viewer.locator(".page-frame")
-            expect(frame).to_have_attribute("data-page", str(number))
-            measured = measure(frame)
-            assert_boxes(measured, quoted["bboxes"], page_size(base_url, cited["doc_id"], number))
-            assert all(f"cite-{cited['n']}" in box["cls"].split() for box in measured["boxes"])
-            if i == 0:
-                shoot(page, screenshots, "citation-lead")
-            if i + 1 < len(cited["parts"]):  # a quote across a page break: the next page
-                following = cited["parts"][i + 1]["page_number"]
-                viewer.get_by_role("button", name=f"continues on page {following}").click()
-                expect(frame).to_have_attribute("data-page", str(following))
+        _assert_quote_pages(page, base_url, cited, printed, screenshots)
         page.get_by_role("button", name="Close").click()
         expect(viewer).to_be_hidden()
     finally:
         close(page)
+
+
+def _assert_quote_pages(
+    page: Page, base_url: str, cited: dict[str, Any], printed: list[str], screenshots: Path
+) -> None:
+    """The open viewer shows each part of ``cited``'s quote on the page it is printed on
+    (``printed``: those pages' text), boxes around exactly that part, following the quote
+    across a page break."""
+    viewer = page.locator("#viewer")
+    for i, quoted in enumerate(cited["parts"]):
+        number = quoted["page_number"]
+        assert words(quoted["text"]) <= words(printed[i]), (quoted, number)
+        expect(viewer.locator("#viewer-title")).to_contain_text(f"[{cited['n']}]")
+        expect(viewer.locator("#viewer-title")).to_contain_text(re.compile(rf"\bpage {number}\b"))
+        frame = viewer.locator(".page-frame")
+        expect(frame).to_have_attribute("data-page", str(number))
+        measured = measure(frame)
+        assert_boxes(measured, quoted["bboxes"], page_size(base_url, cited["doc_id"], number))
+        assert all(f"cite-{cited['n']}" in box["cls"].split() for box in measured["boxes"])
+        if i == 0:
+            shoot(page, screenshots, "citation-lead")
+        if i + 1 < len(cited["parts"]):  # a quote across a page break: the next page
+            following = cited["parts"][i + 1]["page_number"]
+            viewer.get_by_role("button", name=f"continues on page {following}").click()
+            expect(frame).to_have_attribute("data-page", str(following))
 
 
 def test_an_extractive_abstention_lists_the_nearest_passages(
@@ -890,7 +898,10 @@ def test_japanese_document_and_query_in_a_narrow_window(
         )
         assert "Noto Sans CJK JP" in families
         installed = subprocess.run(
-            ["fc-list", ":lang=ja", "family"], capture_output=True, text=True, check=True
+            ["fc-list", ":lang=ja", "family"],  # noqa: S607  # fc-list as make setup installs it
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout
         assert "Noto Sans CJK JP" in installed, "fonts-noto-cjk is missing: run make setup"
         assert_accessible(page, axe_source, "search (narrow)")

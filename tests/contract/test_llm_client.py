@@ -117,7 +117,7 @@ def test_malformed_json_is_malformed_output_with_the_raw_text(
     assert "max_tokens" in error.message
     assert len(script.requests) == 1  # not retried: the caller decides
 
-    again = pickle.loads(pickle.dumps(error))
+    again = pickle.loads(pickle.dumps(error))  # noqa: S301  # our own error, pickled as Ray does
     assert isinstance(again, MalformedOutput)
     assert (again.raw_text, again.code, again.finish_reason) == (raw, ErrorCode.INTERNAL, "length")
 
@@ -231,7 +231,7 @@ def test_5xx_after_the_retries_is_unavailable(server: tuple[str, Script], script
     assert error.code == ErrorCode.UNAVAILABLE and error.status == 503 and error.attempts == 2
     assert "engine dead" in error.message
 
-    again = pickle.loads(pickle.dumps(error))
+    again = pickle.loads(pickle.dumps(error))  # noqa: S301  # our own error, pickled as Ray does
     assert isinstance(again, LlmError)
     assert (again.code, again.status, again.attempts) == (ErrorCode.UNAVAILABLE, 503, 2)
 

@@ -339,7 +339,7 @@ def test_no_method_returns_another_tenants_rows(
     """Random writes, deletes and purges by three tenants over the same document and trace
     ids, checked against a model of what each tenant wrote: every read returns exactly its
     tenant's rows (so a read that leaked, or lost, rows fails, not only one that mixed them)."""
-    rng = random.Random(seed)
+    rng = random.Random(seed)  # noqa: S311  # seeded test data, not a secret
     tenants = ["a", "b", "c"]
     docs: dict[tuple[str, str], tuple[int, int, bool]] = {}  # -> (n, pages, structure stored)
     audits: Counter[tuple[str, str]] = Counter()
@@ -413,25 +413,7 @@ def test_no_method_returns_another_tenants_rows(
             (tenant, d) for d in sorted(mine)
         ]
         for i in range(6):
-            doc_id = f"doc-{i}"
-            document = catalog.document(tenant, doc_id)
-            if doc_id not in mine:
-                assert document is None and catalog.pages(tenant, doc_id) == []
-                assert catalog.page(tenant, doc_id, 1) is None
-                continue
-            n, n_pages, with_structure = mine[doc_id]
-            assert document is not None and (document.tenant, document.version) == (tenant, f"v{n}")
-            pages = catalog.pages(tenant, doc_id)
-            assert [(p.page_number, p.width) for p in pages] == [
-                (k, 600 + n) for k in range(1, n_pages + 1)
-            ]
-            for k in range(1, 5):
-                page = catalog.page(tenant, doc_id, k)
-                assert (page is None) is (k > n_pages)
-                assert page is None or (page.doc_id, page.width) == (doc_id, 600 + n)
-            structure = catalog.structure(document)
-            labels = [p.label for p in structure.pages]
-            assert labels == ([f"{tenant}{n}"] if with_structure else [None] * n_pages)
+            _assert_tenant_document(catalog, tenant, f"doc-{i}", mine.get(f"doc-{i}"))
         entries = catalog.audit_entries(tenant, limit=1000)
         assert Counter(e.doc_id for e in entries) == Counter(
             {d: c for (t, d), c in audits.items() if t == tenant}
@@ -455,3 +437,31 @@ def test_no_method_returns_another_tenants_rows(
                     expected[0],
                     {expected[1]},
                 )
+
+
+def _assert_tenant_document(
+    catalog: CatalogRepository,
+    tenant: str,
+    doc_id: str,
+    written: tuple[int, int, bool] | None,
+) -> None:
+    """``tenant``'s ``doc_id`` reads back as the model says it was last written (``written``:
+    the write's number, its page count, whether a structure was stored; None: no document)."""
+    document = catalog.document(tenant, doc_id)
+    if written is None:
+        assert document is None and catalog.pages(tenant, doc_id) == []
+        assert catalog.page(tenant, doc_id, 1) is None
+        return
+    n, n_pages, with_structure = written
+    assert document is not None and (document.tenant, document.version) == (tenant, f"v{n}")
+    pages = catalog.pages(tenant, doc_id)
+    assert [(p.page_number, p.width) for p in pages] == [
+        (k, 600 + n) for k in range(1, n_pages + 1)
+    ]
+    for k in range(1, 5):
+        page = catalog.page(tenant, doc_id, k)
+        assert (page is None) is (k > n_pages)
+        assert page is None or (page.doc_id, page.width) == (doc_id, 600 + n)
+    structure = catalog.structure(document)
+    labels = [p.label for p in structure.pages]
+    assert labels == ([f"{tenant}{n}"] if with_structure else [None] * n_pages)

@@ -9,8 +9,7 @@ for this module); vision is switched on per test on the service's pipeline, wher
 puts it.
 """
 
-# The fixtures imported from test_answer_stream are the tests' parameters by design.
-# ruff: noqa: F811
+# ruff: noqa: F811  # the fixtures imported from test_answer_stream are the tests' parameters
 
 from __future__ import annotations
 
@@ -28,7 +27,7 @@ from PIL import Image
 
 from pagesight.core.types import AnswerResponse, AnswerToken
 from pagesight.services.index_service import IndexService
-from tests.integration.test_answer_stream import (  # noqa: F401 (fixtures)
+from tests.integration.test_answer_stream import (  # noqa: F401  # fixtures pytest finds by name
     FACT,
     KEY_A,
     KEY_B,

@@ -529,14 +529,14 @@ def valid_example(
         return schema["enum"][0]
     if "const" in schema:
         return schema["const"]
+    return _valid_of_type(schema, hints, defs)
+
+
+def _valid_of_type(schema: dict[str, Any], hints: dict[str, Any], defs: dict[str, Any]) -> Any:
+    """:func:`valid_example` by the schema's ``type`` (None for a schema without one)."""
     kind = schema.get("type", "object" if "properties" in schema else None)
     if kind == "string":
-        if schema.get("format") == "date-time":
-            return "2100-01-01T00:00:00+00:00"
-        for text in ("fuzz-doc", "x", "1"):
-            if re.fullmatch(schema.get("pattern", ".*"), text):
-                return text.ljust(schema.get("minLength", 0), "x")
-        return "x"
+        return _valid_string(schema)
     if kind in ("integer", "number"):
         low = schema.get("minimum", schema.get("exclusiveMinimum", 0) + 1)
         return min(max(1, low), schema.get("maximum", 10))
@@ -552,6 +552,15 @@ def valid_example(
     return None
 
 
+def _valid_string(schema: dict[str, Any]) -> str:
+    if schema.get("format") == "date-time":
+        return "2100-01-01T00:00:00+00:00"
+    for text in ("fuzz-doc", "x", "1"):
+        if re.fullmatch(schema.get("pattern", ".*"), text):
+            return text.ljust(schema.get("minLength", 0), "x")
+    return "x"
+
+
 def strategy_for(
     schema: dict[str, Any], hints: dict[str, Any], defs: dict[str, Any] | None = None
 ) -> st.SearchStrategy[Any]:
@@ -565,12 +574,44 @@ def strategy_for(
         return st.sampled_from(schema["enum"])
     kind = schema.get("type", "object" if "properties" in schema else None)
     if kind == "string":
-        if schema.get("format") == "date-time":
-            return st.datetimes(timezones=st.none() | st.timezones()).map(lambda d: d.isoformat())
-        if "pattern" in schema:
-            return st.from_regex(schema["pattern"], fullmatch=True)
-        low = schema.get("minLength", 0)
-        return st.text(min_size=low, max_size=max(low, min(schema.get("maxLength", 20), 20)))
+        return _string_strategy(schema)
+    if kind == "array":
+        low = schema.get("minItems", 0)
+        items = strategy_for(schema.get("items", {}), hints, defs)
+        return st.lists(items, min_size=low, max_size=max(low, 3))
+    if kind == "object":
+        return _object_strategy(schema, hints, defs)
+    return _scalar_strategy(kind, schema)
+
+
+def _string_strategy(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
+    if schema.get("format") == "date-time":
+        return st.datetimes(timezones=st.none() | st.timezones()).map(lambda d: d.isoformat())
+    if "pattern" in schema:
+        return st.from_regex(schema["pattern"], fullmatch=True)
+    low = schema.get("minLength", 0)
+    return st.text(min_size=low, max_size=max(low, min(schema.get("maxLength", 20), 20)))
+
+
+def _object_strategy(
+    schema: dict[str, Any], hints: dict[str, Any], defs: dict[str, Any]
+) -> st.SearchStrategy[Any]:
+    """Required properties always, the others sometimes; hinted ones often get their hint."""
+    properties = schema.get("properties", {})
+    required = set(schema.get("required", []))
+
+    def prop(key: str) -> st.SearchStrategy[Any]:
+        generic = strategy_for(properties[key], hints, defs)
+        return st.just(hints[key]).map(copy.deepcopy) | generic if key in hints else generic
+
+    return st.fixed_dictionaries(
+        {key: prop(key) for key in properties if key in required},
+        optional={key: prop(key) for key in properties if key not in required},
+    )
+
+
+def _scalar_strategy(kind: str | None, schema: dict[str, Any]) -> st.SearchStrategy[Any]:
+    """Numbers, booleans and null by ``kind``; anything at all for a schema without a type."""
     if kind == "integer":
         return st.integers(schema.get("minimum", -5), schema.get("maximum", 60))
     if kind == "number":
@@ -579,22 +620,6 @@ def strategy_for(
         return st.booleans()
     if kind == "null":
         return st.none()
-    if kind == "array":
-        low = schema.get("minItems", 0)
-        items = strategy_for(schema.get("items", {}), hints, defs)
-        return st.lists(items, min_size=low, max_size=max(low, 3))
-    if kind == "object":
-        properties = schema.get("properties", {})
-        required = set(schema.get("required", []))
-
-        def prop(key: str) -> st.SearchStrategy[Any]:
-            generic = strategy_for(properties[key], hints, defs)
-            return st.just(hints[key]).map(copy.deepcopy) | generic if key in hints else generic
-
-        return st.fixed_dictionaries(
-            {key: prop(key) for key in properties if key in required},
-            optional={key: prop(key) for key in properties if key not in required},
-        )
     return hostile_values()  # no schema: anything
 
 

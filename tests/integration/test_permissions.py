@@ -129,7 +129,7 @@ class Words:
     """Made-up words, unique within a run and never a substring of one another."""
 
     def __init__(self, seed: int) -> None:
-        self.rng = random.Random(seed)
+        self.rng = random.Random(seed)  # noqa: S311  # seeded test data, not a secret
         self.used: set[str] = set()
 
     def __call__(self) -> str:
@@ -572,53 +572,84 @@ def _expect(route: Route, who: Who, doc: Doc | None, id_name: str | None) -> str
     return "missing"
 
 
-def test_permission_matrix(http: TestClient, service: IndexService, corpus: Corpus) -> None:
-    failures: list[str] = []
-    cells = 0
-    for method, path in _schema_routes(http.app):
-        route = ROUTES.get((method, path))
-        if route is None:
-            failures.append(f"{method} {path}: not in ROUTES")
-            continue
+#: A deletion the caller may make, run after every other cell of its route: (caller, id name,
+#: document, id value).
+_Deferred: TypeAlias = tuple[Who, str | None, Doc | None, str | None]
+
+
+@dataclass
+class _Matrix:
+    """Walks the permission matrix route by route: every caller x every kind of id, each
+    response judged by :func:`_judge`; counts the cells and keeps what was wrong."""
+
+    http: TestClient
+    corpus: Corpus
+    failures: list[str] = field(default_factory=list)
+    cells: int = 0
+
+    def check_route(self, route: Route, label: str) -> None:
         ids: dict[str | None, tuple[Doc | None, str | None]] = {None: (None, None)}
         if route.family is not None:
             if route.family != "audit":  # audit is also called without a doc_id
                 del ids[None]
-            ids.update(corpus.ids(route.family))
-        deferred: list[tuple[Who, str | None, Doc | None, str | None]] = []
+            ids.update(self.corpus.ids(route.family))
+        deferred: list[_Deferred] = []
         for who in CALLERS:
-            reference = None
-            if route.family is not None:
-                missing_value = ids["missing"][1]
-                reference_response = route.build(who, missing_value).send(http, who)
-                _track_jobs(corpus, who, reference_response)
-                reference = _normalized(reference_response, missing_value or "")
-            conflict: tuple[int, str] | None = None
-            for id_name, (doc, value) in ids.items():
-                expect = _expect(route, who, doc, id_name)
-                if route.family == "delete" and expect == "ok":
-                    deferred.append((who, id_name, doc, value))  # destroys it: last
-                    continue
-                cells += 1
-                where = f"{method} {path} [{who.name} x {id_name}]"
-                response = route.build(who, value).send(http, who)
-                _track_jobs(corpus, who, response)
-                problem = _judge(route, who, expect, doc, value, response, reference)
-                if expect == "conflict" and problem is None:
-                    seen = _normalized(response, value or "")
-                    if conflict is not None and seen != conflict:
-                        problem = f"409 bodies differ between ids: {seen} vs {conflict}"
-                    conflict = seen
-                if problem:
-                    failures.append(f"{where}: {problem}")
+            deferred += self._check_caller(route, label, who, ids)
         for who, id_name, doc, value in deferred:
-            cells += 1
-            response = route.build(who, value).send(http, who)
+            self.cells += 1
+            response = route.build(who, value).send(self.http, who)
             problem = _judge(route, who, "ok", doc, value, response, None)
             if problem:
-                failures.append(f"{method} {path} [{who.name} x {id_name}]: {problem}")
+                self.failures.append(f"{label} [{who.name} x {id_name}]: {problem}")
             elif doc is not None:
                 doc.deleted = True
+
+    def _check_caller(
+        self,
+        route: Route,
+        label: str,
+        who: Who,
+        ids: dict[str | None, tuple[Doc | None, str | None]],
+    ) -> list[_Deferred]:
+        """``who`` on ``route`` with every id; the deletions it may make are returned, to run
+        last (they destroy the document)."""
+        deferred: list[_Deferred] = []
+        reference = None
+        if route.family is not None:
+            missing_value = ids["missing"][1]
+            reference_response = route.build(who, missing_value).send(self.http, who)
+            _track_jobs(self.corpus, who, reference_response)
+            reference = _normalized(reference_response, missing_value or "")
+        conflict: tuple[int, str] | None = None
+        for id_name, (doc, value) in ids.items():
+            expect = _expect(route, who, doc, id_name)
+            if route.family == "delete" and expect == "ok":
+                deferred.append((who, id_name, doc, value))  # destroys it: last
+                continue
+            self.cells += 1
+            response = route.build(who, value).send(self.http, who)
+            _track_jobs(self.corpus, who, response)
+            problem = _judge(route, who, expect, doc, value, response, reference)
+            if expect == "conflict" and problem is None:
+                seen = _normalized(response, value or "")
+                if conflict is not None and seen != conflict:
+                    problem = f"409 bodies differ between ids: {seen} vs {conflict}"
+                conflict = seen
+            if problem:
+                self.failures.append(f"{label} [{who.name} x {id_name}]: {problem}")
+        return deferred
+
+
+def test_permission_matrix(http: TestClient, service: IndexService, corpus: Corpus) -> None:
+    matrix = _Matrix(http, corpus)
+    for method, path in _schema_routes(http.app):
+        route = ROUTES.get((method, path))
+        if route is None:
+            matrix.failures.append(f"{method} {path}: not in ROUTES")
+            continue
+        matrix.check_route(route, f"{method} {path}")
+    failures, cells = matrix.failures, matrix.cells
     print(f"permission matrix: {cells} cells")
     assert not failures, f"{len(failures)} of {cells} cells wrong:\n" + "\n".join(failures)
 
@@ -727,32 +758,7 @@ def test_nothing_of_an_unreadable_document_in_any_response(
         hidden_ids = [d.doc_id for d in unreadable]
         for doc in unreadable:
             for call in _leak_requests(doc, hidden_ids):
-                response = call.send(http, who)
-                where = f"{who.name}: {call.method} {call.url} {json.dumps(call.json)[:80]}"
-                if not who.authenticated:
-                    if response.status_code != 401:
-                        failures.append(f"{where}: status {response.status_code}")
-                    continue
-                if response.status_code != 200:
-                    failures.append(f"{where}: status {response.status_code} {response.text}")
-                    continue
-                query = call.json.get("query", doc.query)
-                failures += [
-                    f"{where}: shows {leak}" for leak in _leaks(response.text, unreadable, query)
-                ]
-                if call.url == "/v1/search":
-                    hits = {h["doc_id"] for h in response.json()["hits"]}
-                    if not hits <= readable_ids:
-                        failures.append(f"{where}: hits {hits - readable_ids}")
-                    if call.json.get("filters") and hits:
-                        failures.append(f"{where}: filtered to unreadable ids, found {hits}")
-                # the trace of the caller's own query names nothing it may not read
-                trace_id = response.headers["x-trace-id"]
-                trace = http.get(f"/v1/traces/{trace_id}", headers=who.headers)
-                failures += [
-                    f"{where}: its trace shows {leak}"
-                    for leak in _leaks(trace.text, unreadable, query)
-                ]
+                failures += _leak_call_failures(http, who, call, doc, unreadable, readable_ids)
         if not who.authenticated:
             continue
         # positive control: the caller's own documents are found by their words
@@ -763,6 +769,40 @@ def test_nothing_of_an_unreadable_document_in_any_response(
                     failures.append(f"{who.name}: search does not find its {doc.name}")
         failures += _check_lists(http, corpus, who, readable, unreadable)
     assert not failures, "\n".join(failures)
+
+
+def _leak_call_failures(
+    http: TestClient,
+    who: Who,
+    call: Call,
+    doc: Doc,
+    unreadable: list[Doc],
+    readable_ids: set[str],
+) -> list[str]:
+    """What is wrong with the response to ``who``'s ``call`` (asked with ``doc``'s words): a
+    status other than 401 (no key) or 200, an unreadable document shown in it, in its hits or
+    in the trace of the query."""
+    response = call.send(http, who)
+    where = f"{who.name}: {call.method} {call.url} {json.dumps(call.json)[:80]}"
+    if not who.authenticated:
+        return [f"{where}: status {response.status_code}"] if response.status_code != 401 else []
+    if response.status_code != 200:
+        return [f"{where}: status {response.status_code} {response.text}"]
+    query = call.json.get("query", doc.query)
+    failures = [f"{where}: shows {leak}" for leak in _leaks(response.text, unreadable, query)]
+    if call.url == "/v1/search":
+        hits = {h["doc_id"] for h in response.json()["hits"]}
+        if not hits <= readable_ids:
+            failures.append(f"{where}: hits {hits - readable_ids}")
+        if call.json.get("filters") and hits:
+            failures.append(f"{where}: filtered to unreadable ids, found {hits}")
+    # the trace of the caller's own query names nothing it may not read
+    trace_id = response.headers["x-trace-id"]
+    trace = http.get(f"/v1/traces/{trace_id}", headers=who.headers)
+    failures += [
+        f"{where}: its trace shows {leak}" for leak in _leaks(trace.text, unreadable, query)
+    ]
+    return failures
 
 
 def _check_lists(
@@ -833,7 +873,7 @@ class RandomPlan:
 def _random_plan(tag: str, seed: int, n_docs: int, n_keys: int) -> RandomPlan:
     """Documents with random tenants, ACLs (some EVERYONE ``*``, some empty) and validity,
     and keys with random principals; the first few cover the special cases for sure."""
-    rng = random.Random(seed)
+    rng = random.Random(seed)  # noqa: S311  # seeded test data, not a secret
     tenants = [f"perm-rand-{tag}-0", f"perm-rand-{tag}-1"]
     special: list[tuple[list[str], Validity]] = [
         (["*"], "none"),

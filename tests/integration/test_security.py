@@ -326,7 +326,7 @@ def test_encrypted_upload_with_password_never_stored(
 ) -> None:
     import pymupdf
 
-    password = "Zq7-unusual-pdf-secret"
+    password = "Zq7-unusual-pdf-secret"  # noqa: S105  # a made-up test password
     plain = samples.text_pdf(tmp_path / "plain.pdf")
     locked_pdf = tmp_path / "locked.pdf"
     with pymupdf.open(plain) as doc:

@@ -7,6 +7,7 @@ send it to the layout model.
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from pathlib import Path
 
 import pymupdf
@@ -131,34 +132,69 @@ def _png(width: int, height: int) -> bytes:
     return buf.getvalue()
 
 
+def _draw_shape(page: pymupdf.Page) -> None:
+    page.draw_rect(pymupdf.Rect(72, 400, 300, 600), color=(0, 0, 0), fill=(0.9, 0.9, 0.9))
+
+
+def _draw_picture(page: pymupdf.Page) -> None:
+    page.insert_image(pymupdf.Rect(72, 400, 300, 600), stream=_png(60, 60))
+
+
+def _draw_rules(page: pymupdf.Page) -> None:
+    for i in range(8):
+        page.draw_line((72, 400 + 12 * i), (540, 400 + 12 * i))
+
+
+def _draw_cells(page: pymupdf.Page) -> None:
+    for i, (label, value) in enumerate([("Industrial", "52%"), ("Consumer", "20%")]):
+        page.insert_text((72, 400 + 14 * i), label, fontsize=10)
+        page.insert_text((460, 400 + 14 * i), value, fontsize=10)
+
+
+def _draw_math(page: pymupdf.Page) -> None:
+    page.insert_text((72, 400), "a b g d e z h q i k l m n x p r s t", fontname="symb")
+
+
+def _draw_turned_text(page: pymupdf.Page) -> None:
+    for i in range(3):
+        page.insert_text((400 + 14 * i, 700), "Revenue by segment", rotate=90, fontsize=10)
+
+
+def _draw_white_background(page: pymupdf.Page) -> None:
+    page.draw_rect(pymupdf.Rect(0, -500, 612, 2000), color=None, fill=(1, 1, 1), overlay=False)
+
+
+def _draw_two_rules(page: pymupdf.Page) -> None:
+    page.draw_line((72, 380), (540, 380))
+    page.draw_line((72, 760), (540, 760))
+
+
+def _draw_two_columns(page: pymupdf.Page) -> None:
+    page.insert_textbox(pymupdf.Rect(72, 400, 290, 700), BODY * 3, fontsize=10)
+    page.insert_textbox(pymupdf.Rect(320, 400, 540, 700), BODY * 3, fontsize=10)
+
+
+#: What :func:`_with` draws below the running text, by name.
+_DRAWINGS: dict[str, Callable[[pymupdf.Page], None]] = {
+    "shape": _draw_shape,
+    "picture": _draw_picture,
+    "rules": _draw_rules,
+    "cells": _draw_cells,
+    "math": _draw_math,
+    "turned text": _draw_turned_text,
+    "white background": _draw_white_background,
+    "two rules": _draw_two_rules,
+    "two columns": _draw_two_columns,
+}
+
+
 def _with(draw: str) -> pymupdf.Page:
     doc = pymupdf.open()
     page = doc.new_page(width=612, height=792)
     page.insert_textbox(pymupdf.Rect(72, 100, 540, 300), BODY * 3, fontsize=10)
-    if draw == "shape":
-        page.draw_rect(pymupdf.Rect(72, 400, 300, 600), color=(0, 0, 0), fill=(0.9, 0.9, 0.9))
-    elif draw == "picture":
-        page.insert_image(pymupdf.Rect(72, 400, 300, 600), stream=_png(60, 60))
-    elif draw == "rules":
-        for i in range(8):
-            page.draw_line((72, 400 + 12 * i), (540, 400 + 12 * i))
-    elif draw == "cells":
-        for i, (label, value) in enumerate([("Industrial", "52%"), ("Consumer", "20%")]):
-            page.insert_text((72, 400 + 14 * i), label, fontsize=10)
-            page.insert_text((460, 400 + 14 * i), value, fontsize=10)
-    elif draw == "math":
-        page.insert_text((72, 400), "a b g d e z h q i k l m n x p r s t", fontname="symb")
-    elif draw == "turned text":
-        for i in range(3):
-            page.insert_text((400 + 14 * i, 700), "Revenue by segment", rotate=90, fontsize=10)
-    elif draw == "white background":
-        page.draw_rect(pymupdf.Rect(0, -500, 612, 2000), color=None, fill=(1, 1, 1), overlay=False)
-    elif draw == "two rules":
-        page.draw_line((72, 380), (540, 380))
-        page.draw_line((72, 760), (540, 760))
-    elif draw == "two columns":
-        page.insert_textbox(pymupdf.Rect(72, 400, 290, 700), BODY * 3, fontsize=10)
-        page.insert_textbox(pymupdf.Rect(320, 400, 540, 700), BODY * 3, fontsize=10)
+    drawing = _DRAWINGS.get(draw)
+    if drawing is not None:
+        drawing(page)
     return page
 
 

@@ -49,9 +49,9 @@ def data_dir(tmp_path: Path) -> Path:
     return data_dir
 
 
-def _rows(path: Path, sql: str) -> list[tuple[Any, ...]]:
+def _rows(path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     with sqlite3.connect(path) as db:
-        rows = db.execute(sql).fetchall()
+        rows = db.execute(sql, params).fetchall()
     db.close()
     return rows
 
@@ -96,8 +96,8 @@ def test_an_installation_written_before_the_history_upgrades_in_place(data_dir: 
         for rows in [
             _rows(
                 catalog_file,
-                f"SELECT body FROM pages WHERE tenant = '{tenant}' AND doc_id = '{doc_id}'"
-                " ORDER BY page_number",
+                "SELECT body FROM pages WHERE tenant = ? AND doc_id = ? ORDER BY page_number",
+                (tenant, doc_id),
             )
         ]
     }
@@ -133,7 +133,7 @@ def test_an_installation_written_before_the_history_upgrades_in_place(data_dir: 
     finally:
         catalog.close()
     (stored_lease,) = _rows(
-        catalog_file, f"SELECT lease_until FROM jobs WHERE job_id = '{claimed}'"
+        catalog_file, "SELECT lease_until FROM jobs WHERE job_id = ?", (claimed,)
     )
     assert datetime.fromisoformat(stored_lease[0]) == datetime.fromtimestamp(lease, UTC)
 

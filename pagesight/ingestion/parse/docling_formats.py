@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from docling.pipeline.simple_pipeline import SimplePipeline
     from docling.pipeline.standard_pdf_pipeline import StandardPdfPipeline
     from docling_core.transforms.serializer.markdown import MarkdownDocSerializer
-    from docling_core.types.doc import DoclingDocument, NodeItem
+    from docling_core.types.doc import DoclingDocument, NodeItem, TextItem
 
 #: ``Element.parser`` / ``Page.parser`` for everything this module produces.
 DOCLING_PARSER = "docling"
@@ -118,16 +118,7 @@ def docling_to_parsed(
     provenance (DOCX, HTML, Markdown have no pages) are on page 1 with no bbox; items with
     provenance get their page and a top-left-origin bbox in points.
     """
-    from docling_core.types.doc import (
-        CodeItem,
-        DocItemLabel,
-        ListItem,
-        PictureItem,
-        SectionHeaderItem,
-        TableItem,
-        TextItem,
-        TitleItem,
-    )
+    from docling_core.types.doc import PictureItem, SectionHeaderItem, TableItem, TitleItem
 
     doc_id, version = document.doc_id, document.version
     table_serializer = _table_serializer(docling_document)
@@ -146,16 +137,9 @@ def docling_to_parsed(
     for item in items:
         if _inside_table(item, docling_document):
             continue  # rich table cells: their text is already in the table's markdown
-        kind: ElementKind
-        caption: str | None = None
-        if isinstance(item, TableItem):
-            kind, caption = ElementKind.TABLE, _caption(item, docling_document)
-            text = table_serializer.serialize(item=item).text
-        elif isinstance(item, PictureItem):
-            kind, caption = ElementKind.FIGURE, _caption(item, docling_document)
-            text = caption or ""
-        elif isinstance(item, TitleItem | SectionHeaderItem):
-            kind, text = ElementKind.TITLE, item.text.strip()
+        mapped: tuple[ElementKind, str, str | None] | None
+        if isinstance(item, TitleItem | SectionHeaderItem):
+            text = item.text.strip()
             if not text:
                 continue
             depth = 0 if isinstance(item, TitleItem) else max(item.level, 1)
@@ -164,24 +148,12 @@ def docling_to_parsed(
             headings.append((depth, text))
             if isinstance(item, TitleItem) and declared_title is None:
                 declared_title = text
-        elif isinstance(item, CodeItem):
-            kind, text = ElementKind.CODE, item.text
-        elif isinstance(item, ListItem):
-            kind, text = ElementKind.LIST, item.text
-        elif isinstance(item, TextItem):
-            if item.label in (DocItemLabel.PAGE_HEADER, DocItemLabel.PAGE_FOOTER):
-                continue
-            if item.label == DocItemLabel.CAPTION:
-                if item.self_ref in attached_captions:
-                    continue
-                kind = ElementKind.CAPTION
-            elif item.label == DocItemLabel.FORMULA:
-                kind = ElementKind.EQUATION
-            else:
-                kind = ElementKind.TEXT
-            text = item.text or item.orig
+            mapped = (ElementKind.TITLE, text, None)
         else:
+            mapped = _body_item(item, docling_document, table_serializer, attached_captions)
+        if mapped is None:
             continue
+        kind, text, caption = mapped
         if not text.strip() and kind != ElementKind.FIGURE:
             continue  # an uncaptioned figure stays: it is content, just not text
         page_number, bbox = _provenance(item, docling_document)
@@ -212,6 +184,47 @@ def docling_to_parsed(
         elements=elements,
         warnings=warnings or [],
     )
+
+
+def _body_item(
+    item: NodeItem,
+    docling_document: DoclingDocument,
+    table_serializer: MarkdownDocSerializer,
+    attached_captions: set[str],
+) -> tuple[ElementKind, str, str | None] | None:
+    """The kind, text and caption of an item that is not a heading; None for one left out
+    (page furniture, a caption that travels with its table or picture, an item with no text
+    of its own)."""
+    from docling_core.types.doc import CodeItem, ListItem, PictureItem, TableItem, TextItem
+
+    if isinstance(item, TableItem):
+        caption = _caption(item, docling_document)
+        return ElementKind.TABLE, table_serializer.serialize(item=item).text, caption
+    if isinstance(item, PictureItem):
+        caption = _caption(item, docling_document)
+        return ElementKind.FIGURE, caption or "", caption
+    if isinstance(item, CodeItem):
+        return ElementKind.CODE, item.text, None
+    if isinstance(item, ListItem):
+        return ElementKind.LIST, item.text, None
+    if isinstance(item, TextItem):
+        kind = _text_kind(item, attached_captions)
+        return None if kind is None else (kind, item.text or item.orig, None)
+    return None
+
+
+def _text_kind(item: TextItem, attached_captions: set[str]) -> ElementKind | None:
+    """A plain text item's kind by its label; None for page headers and footers and for a
+    caption that an attached table or picture already carries."""
+    from docling_core.types.doc import DocItemLabel
+
+    if item.label in (DocItemLabel.PAGE_HEADER, DocItemLabel.PAGE_FOOTER):
+        return None
+    if item.label == DocItemLabel.CAPTION:
+        return None if item.self_ref in attached_captions else ElementKind.CAPTION
+    if item.label == DocItemLabel.FORMULA:
+        return ElementKind.EQUATION
+    return ElementKind.TEXT
 
 
 class DoclingPdfParser:

@@ -141,14 +141,35 @@ def plain_page(page: pymupdf.Page, text: dict[str, Any]) -> PlainCheck:
 
     ``text`` is the page's ``get_text("dict")`` (text blocks only), shared with the caller.
     """
+    if _image_share(page) > _MAX_IMAGE_SHARE:
+        return PlainCheck(False, "picture")
+    drawn = _drawings_reason(page)
+    if drawn is not None:
+        return PlainCheck(False, drawn)
+    if _turned_lines(text) > _MAX_TURNED_LINES:
+        return PlainCheck(False, "turned text")
+    if _tabular_rows(text, page.rect.width) > _MAX_TABULAR_ROWS:
+        return PlainCheck(False, "aligned columns")
+    if _math_share(text) > _MAX_MATH_SHARE:
+        return PlainCheck(False, "mathematics")
+    return PlainCheck(True)
+
+
+def _image_share(page: pymupdf.Page) -> float:
+    """The share of the page's area that pictures cover."""
     import pymupdf
 
     area = abs(page.rect) or 1.0
     covered = pymupdf.Rect()
     for info in page.get_image_info():
         covered |= pymupdf.Rect(info["bbox"]) & page.rect
-    if abs(covered) / area > _MAX_IMAGE_SHARE:
-        return PlainCheck(False, "picture")
+    return float(abs(covered) / area)
+
+
+def _drawings_reason(page: pymupdf.Page) -> str | None:
+    """Why the drawings make the page more than text: a visible drawing thicker than a rule
+    ("shape") or more than a few rules ("rules"); None when neither (drawings off the page and
+    white fills are not seen)."""
     rules = 0
     for path in page.get_cdrawings():
         width, height = _visible_size(path["rect"], page.rect)
@@ -157,20 +178,25 @@ def plain_page(page: pymupdf.Page, text: dict[str, Any]) -> PlainCheck:
         if path.get("type") == "f" and _is_white(path.get("fill")) and path.get("color") is None:
             continue  # a white fill on a white page: invisible backgrounds
         if min(width, height) > _RULE_PT:
-            return PlainCheck(False, "shape")
+            return "shape"
         rules += 1
         if rules > _MAX_RULES:
-            return PlainCheck(False, "rules")
-    turned = sum(
+            return "rules"
+    return None
+
+
+def _turned_lines(text: dict[str, Any]) -> int:
+    """Lines not written left to right along the page."""
+    return sum(
         1
         for block in text.get("blocks", [])
         for line in block.get("lines", [])
         if abs(float(line.get("dir", (1.0, 0.0))[0]) - 1.0) > 0.01
     )
-    if turned > _MAX_TURNED_LINES:
-        return PlainCheck(False, "turned text")
-    if _tabular_rows(text, page.rect.width) > _MAX_TABULAR_ROWS:
-        return PlainCheck(False, "aligned columns")
+
+
+def _math_share(text: dict[str, Any]) -> float:
+    """The share of the page's characters set in a mathematics font (0 with no characters)."""
     math_chars = 0
     chars = 0
     for block in text.get("blocks", []):
@@ -180,9 +206,7 @@ def plain_page(page: pymupdf.Page, text: dict[str, Any]) -> PlainCheck:
                 chars += n
                 if _MATH_FONT.search(span.get("font", "")):
                     math_chars += n
-    if chars and math_chars / chars > _MAX_MATH_SHARE:
-        return PlainCheck(False, "mathematics")
-    return PlainCheck(True)
+    return math_chars / chars if chars else 0.0
 
 
 _BOLD_FONT = re.compile(r"bold|black|heavy|semibold|demi|medi", re.IGNORECASE)
@@ -335,19 +359,23 @@ def _kind(para: _Para, body: float, has_body: bool) -> ElementKind:
     short = len(text) <= _HEADING_MAX_CHARS and len(para.lines) <= _HEADING_MAX_LINES
     if short and body and size >= body * _HEADING_SIZE_RATIO:
         return ElementKind.TITLE
-    if not has_body:
-        return ElementKind.TEXT
+    if has_body and _body_size_heading(para, text, spans):
+        return ElementKind.TITLE
+    return ElementKind.TEXT
+
+
+def _body_size_heading(para: _Para, text: str, spans: list[dict[str, Any]]) -> bool:
+    """A heading set no larger than the body: by its weight or slant, capitals or number."""
     # Risk-factor headings of filings are whole sentences set bold or italic.
     styled = all(_is_bold(s) for s in spans) or all(_is_italic(s) for s in spans)
     if styled and len(text) <= _STYLED_HEADING_MAX_CHARS and len(para.lines) <= 4:
-        return ElementKind.TITLE
+        return True
     one_line = len(para.lines) == 1 and len(text) <= _RUN_IN_MAX_CHARS
     letters = [ch for ch in text if ch.isalpha()]
     if one_line and len(letters) > 3 and all(ch.isupper() for ch in letters):
-        return ElementKind.TITLE  # "ARTICLE VII – PLAN ADMINISTRATION"
-    if one_line and _NUMBERED_HEADING.match(text) and not text.rstrip().endswith("."):
-        return ElementKind.TITLE  # "7.01 Plan Administrator:"
-    return ElementKind.TEXT
+        return True  # "ARTICLE VII – PLAN ADMINISTRATION"
+    # "7.01 Plan Administrator:"
+    return one_line and bool(_NUMBERED_HEADING.match(text)) and not text.rstrip().endswith(".")
 
 
 def _merge_headings(blocks: list[RawBlock], paras: list[_Para]) -> list[RawBlock]:
