@@ -107,7 +107,7 @@ class QueryBackend(Protocol):
 class DocumentBackend(Protocol):
     """The writes (uploads, URIs, deletes) and what records them (jobs, the audit log)."""
 
-    def submit_upload(  # noqa: PLR0913  (the upload's form fields, as the protocol has them)
+    def submit_upload(  # noqa: PLR0913  # the upload's form fields, as the protocol has them
         self,
         caller: Caller,
         filename: str,

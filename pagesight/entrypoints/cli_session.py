@@ -76,7 +76,7 @@ class HttpBackend:
             doc_ids=request.filters.doc_ids,
         )
 
-    def submit_upload(  # noqa: PLR0913  (the upload's form fields, as the protocol has them)
+    def submit_upload(  # noqa: PLR0913  # the upload's form fields, as the protocol has them
         self,
         caller: Caller,
         filename: str,

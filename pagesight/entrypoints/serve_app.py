@@ -489,7 +489,7 @@ def build_app(args: AppArgs | dict[str, Any] | None = None) -> Any:
     return gateway.bind(settings, index, query)
 
 
-def run_local(  # noqa: PLR0913  (pagesight serve's options, all keyword-only)
+def run_local(  # noqa: PLR0913  # pagesight serve's options, all keyword-only
     args: AppArgs,
     *,
     host: str,

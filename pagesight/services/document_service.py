@@ -75,7 +75,7 @@ class DocumentService:
 
     # -- ingestion ---------------------------------------------------------------------------
 
-    def submit_upload(  # noqa: PLR0913  (the upload's form fields, as the protocol has them)
+    def submit_upload(  # noqa: PLR0913  # the upload's form fields, as the protocol has them
         self,
         caller: Caller,
         filename: str,

@@ -234,7 +234,7 @@ class IndexService:
 
     # -- the writes and their record: DocumentService ----------------------------------------
 
-    def submit_upload(  # noqa: PLR0913  (the upload's form fields, as the protocol has them)
+    def submit_upload(  # noqa: PLR0913  # the upload's form fields, as the protocol has them
         self,
         caller: Caller,
         filename: str,

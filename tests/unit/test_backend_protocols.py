@@ -111,7 +111,7 @@ def test_the_client_forwards_calls_as_given_and_checks_them() -> None:
         asyncio.run(client.delete("caller", "d", unknown=1))
     assert len(calls) == 3  # neither reached the service
     with pytest.raises(AttributeError):
-        client.not_a_method  # noqa: B018  (only the protocol's methods exist)
+        client.not_a_method  # noqa: B018  # only the protocol's methods exist
 
 
 def test_the_in_process_client_runs_the_service_and_its_streams() -> None:
