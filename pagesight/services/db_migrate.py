@@ -228,9 +228,9 @@ class _Copy:
         """Staged rows into the real table; rows whose key it holds are left alone."""
         columns = ", ".join(self.columns)
         return (
-            f"INSERT INTO {self.name} ({columns})"  # noqa: S608  # table and column names are our constants; no value is interpolated
+            f"INSERT INTO {self.name} ({columns})"  # noqa: S608  # our own names only
             + (" OVERRIDING SYSTEM VALUE" if self.overriding else "")
-            + f" SELECT {columns} FROM {self.stage}"  # noqa: S608  # table and column names are our constants; no value is interpolated
+            + f" SELECT {columns} FROM {self.stage}"  # noqa: S608  # our own names only
             + (f" ORDER BY {self.order}" if self.order else "")
             + " ON CONFLICT DO NOTHING"
         )
@@ -276,7 +276,7 @@ class _KeysCopy(_Copy):
     def insert(self) -> str:
         columns = ", ".join(self.columns)
         return (
-            f"INSERT INTO api_keys ({columns}) SELECT {columns} FROM {self.stage} s"  # noqa: S608  # table and column names are our constants; no value is interpolated
+            f"INSERT INTO api_keys ({columns}) SELECT {columns} FROM {self.stage} s"  # noqa: S608  # our own names only
             " WHERE NOT EXISTS (SELECT 1 FROM api_keys k"
             "   WHERE k.sha256 = s.sha256 AND k.key_id <> s.key_id)"
             " ORDER BY ord"
@@ -415,13 +415,13 @@ def _copy_table(
         )
     written = dict(
         conn.execute(
-            f"WITH ins AS ({copy.insert()} RETURNING tenant)"  # noqa: S608  # table and column names are our constants; no value is interpolated
+            f"WITH ins AS ({copy.insert()} RETURNING tenant)"  # noqa: S608  # our own names only
             " SELECT tenant, count(*) FROM ins GROUP BY tenant"
         ).fetchall()
     )
     found = dict(
         conn.execute(
-            f"SELECT s.tenant, count(*) FROM {copy.stage} s"  # noqa: S608  # table and column names are our constants; no value is interpolated
+            f"SELECT s.tenant, count(*) FROM {copy.stage} s"  # noqa: S608  # our own names only
             f" WHERE EXISTS (SELECT 1 FROM {copy.name} t WHERE {copy.found()})"
             " GROUP BY s.tenant"
         ).fetchall()
