@@ -35,6 +35,14 @@ class DatabaseOptions(BaseModel):
         default=30.0, gt=0, description="wait for a free connection before failing the request"
     )
     connect_timeout_s: int = Field(default=10, ge=1, description="per connection attempt")
+    connect_wait_s: float = Field(
+        default=60.0,
+        ge=0,
+        le=3600,
+        description="how long `pagesight serve` and `pagesight db upgrade` (the migrate Job) "
+        "wait for a database that is still starting, trying every 2 s and logging why each "
+        "attempt failed; every other command tries once and fails within 5 s with the cause",
+    )
     statement_timeout_ms: int = Field(
         default=30_000, ge=0, description="server-side limit per statement; 0 = none"
     )

@@ -161,7 +161,9 @@ def db_upgrade(
     and find nothing to do). --json: {"before": ..., "after": ...}."""
     from pagesight.services.db_migrate import database, upgrade_schema
 
-    with _one_line_errors(), database(Settings()) as db:
+    settings = Settings()
+    # The migrate Job may start before PostgreSQL does: it waits, saying why at each attempt.
+    with _one_line_errors(), database(settings, wait_s=settings.database.connect_wait_s) as db:
         result = upgrade_schema(db, revision)
     if as_json:
         _emit_json(result.model_dump())
@@ -294,6 +296,12 @@ def serve(
                 f"{keys}), or set PAGESIGHT_GATEWAY__API_KEYS_FILE",
             )
         settings.gateway.api_keys_file = keys
+    if settings.database_url is not None:
+        # A server may start before its database: wait for it (bounded), saying why at each try.
+        from pagesight.store.postgres import conninfo, reach
+
+        dsn = conninfo(settings.database_url.get_secret_value(), settings.database)
+        reach(dsn, settings.database, wait_s=settings.database.connect_wait_s)
     host = host or settings.serve.host
     port = port or settings.serve.port
     url = f"http://{host}:{port}"

@@ -137,14 +137,13 @@ class MigrationReport(BaseModel):
 # -- connecting ------------------------------------------------------------------------------
 
 
-def connect(settings: Settings) -> PostgresDb:
+def connect(settings: Settings, *, wait_s: float = 0.0) -> PostgresDb:
     """A small pool on ``settings.database_url``, without the schema check that
     :func:`pagesight.store.postgres.open_database` makes (``db upgrade`` exists to fix what it
     refuses).
 
     One plain connection is tried first: a pool retries a server it cannot reach until its
     timeout, and the person at the terminal wants libpq's reason at once, on one line."""
-    import psycopg
 
     if settings.database_url is None:
         raise PageSightError(
@@ -155,20 +154,12 @@ def connect(settings: Settings) -> PostgresDb:
         )
     options = settings.database.model_copy(update={"pool_min_size": 0, "pool_max_size": 2})
     dsn = conninfo(settings.database_url.get_secret_value(), options)
-    try:
-        psycopg.connect(dsn).close()
-    except psycopg.Error as exc:
-        raise PageSightError(
-            ErrorCode.UNAVAILABLE,
-            Stage.DATABASE,
-            f"cannot connect to PostgreSQL: {_one_line(exc)}",
-        ) from None
-    return PostgresDb(dsn, options)
+    return PostgresDb(dsn, options, wait_s=wait_s)
 
 
 @contextmanager
-def database(settings: Settings) -> Iterator[PostgresDb]:
-    db = connect(settings)
+def database(settings: Settings, *, wait_s: float = 0.0) -> Iterator[PostgresDb]:
+    db = connect(settings, wait_s=wait_s)
     try:
         yield db
     finally:

@@ -20,7 +20,9 @@ it.
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
     import psycopg
     from psycopg_pool import ConnectionPool
 
+log = logging.getLogger(__name__)
 #: Taken by ``upgrade`` so that replicas starting at once run the migrations once.
 _MIGRATION_LOCK = 0x50_41_47_45  # "PAGE"
 #: What statements are compiled for (psycopg 3, ``%(name)s`` parameters).
@@ -79,9 +82,13 @@ class PostgresDb:
     request thread waits for a free connection at most ``pool_timeout_s`` and then fails with
     UNAVAILABLE, never a 500."""
 
-    def __init__(self, dsn: str, options: DatabaseOptions) -> None:
+    def __init__(self, dsn: str, options: DatabaseOptions, *, wait_s: float = 0.0) -> None:
         from psycopg_pool import ConnectionPool
 
+        # A pool retries a server it cannot reach until its timeout, logging each try; one
+        # plain connection first gives the cause (refused, no such role, wrong password, TLS
+        # required) at once.
+        reach(dsn, options, wait_s=wait_s)
         self.dsn = dsn
         self._pool: ConnectionPool = ConnectionPool(
             dsn,
@@ -164,6 +171,35 @@ def _converted(compiled: sa.Compiled, params: Mapping[str, Any]) -> dict[str, An
 
 
 # -- one pool per process -----------------------------------------------------------------------
+
+#: One attempt's limit when failing fast, whatever ``connect_timeout_s`` allows a pool.
+FAST_CONNECT_S = 5
+#: Between attempts while waiting for a database that is starting.
+RETRY_EVERY_S = 2.0
+
+
+def reach(dsn: str, options: DatabaseOptions, *, wait_s: float = 0.0) -> None:
+    """Connect once to ``dsn`` and close: return when PostgreSQL answers, else raise
+    UNAVAILABLE with libpq's reason on one line. ``wait_s`` > 0 (a server starting, the
+    migrate Job): retry every :data:`RETRY_EVERY_S` until then, logging each attempt's cause."""
+    import psycopg
+
+    deadline = time.monotonic() + wait_s
+    timeout = min(options.connect_timeout_s, FAST_CONNECT_S)
+    while True:
+        try:
+            psycopg.connect(dsn, connect_timeout=timeout).close()
+            return
+        except psycopg.Error as exc:
+            cause = " ".join(str(exc).split())
+            left = deadline - time.monotonic()
+            if left < RETRY_EVERY_S:
+                raise _unavailable(f"cannot connect to PostgreSQL: {cause}") from None
+            log.warning(
+                "PostgreSQL is not reachable yet (%s); trying again for %.0f s", cause, left
+            )
+            time.sleep(RETRY_EVERY_S)
+
 
 _shared: dict[str, tuple[PostgresDb, int]] = {}
 _shared_lock = threading.Lock()

@@ -81,6 +81,37 @@ def one_error(result: Result, code: str, *, stdout: bool = False) -> str:
     return lines[0]
 
 
+def test_commands_that_need_the_database_fail_fast_with_the_cause(
+    postgres_server: PostgresServer,
+) -> None:
+    """No pool retrying for 30 s with a warning a try, then "pool initialization incomplete":
+    one line with libpq's reason (the time it takes is bench/bench_ops.py's to measure)."""
+    refused = {"PAGESIGHT_DATABASE_URL": f"postgresql://nobody@127.0.0.1:{closed_port()}/none"}
+    no_role = {
+        "PAGESIGHT_DATABASE_URL": postgres_server.url().replace(
+            f"//{postgres_server.user}@", "//no_such_role@", 1
+        )
+    }
+    for env, cause in ((refused, "refused"), (no_role, 'role "no_such_role" does not exist')):
+        for args in (["keys", "list"], ["keys", "new", "--tenant", "t"], ["db", "current"]):
+            line = one_error(cli(args, env), "UNAVAILABLE")
+            assert "cannot connect to PostgreSQL" in line and cause in line, (args, line)
+
+
+def test_db_upgrade_waits_for_a_database_that_is_starting_then_says_why(tmp_path: Path) -> None:
+    """The migrate Job may start first: it retries for PAGESIGHT_DATABASE__CONNECT_WAIT_S,
+    logging each attempt's cause, then fails with it."""
+    env = {
+        "PAGESIGHT_DATABASE_URL": f"postgresql://nobody@127.0.0.1:{closed_port()}/none",
+        "PAGESIGHT_DATABASE__CONNECT_WAIT_S": "3",
+    }
+    result = cli(["db", "upgrade"], env)
+    assert result.exit_code == 1, result.output
+    waits = [line for line in result.stderr.splitlines() if "not reachable yet" in line]
+    assert waits and all("refused" in line for line in waits), result.stderr
+    assert "database/UNAVAILABLE: cannot connect to PostgreSQL" in result.stderr.splitlines()[-1]
+
+
 @pytest.fixture()
 def empty_database(postgres_server: PostgresServer) -> Iterator[str]:
     """The URL of a database no migration ever ran on."""
