@@ -158,19 +158,28 @@ def db_upgrade(
     as_json: Json = False,
 ) -> None:
     """Migrate the database's schema (safe while replicas run: one migrates, the others wait
-    and find nothing to do). --json: {"before": ..., "after": ...}."""
+    and find nothing to do), and on a Qdrant server the live version of every index the
+    models need. --json: {"before": ..., "after": ..., "collections": {index: version}}."""
     from pagesight.services.db_migrate import database, upgrade_schema
 
     settings = Settings()
     # The migrate Job may start before PostgreSQL does: it waits, saying why at each attempt.
     with _one_line_errors(), database(settings, wait_s=settings.database.connect_wait_s) as db:
         result = upgrade_schema(db, revision)
+    # On a Qdrant server the collections too, before any replica starts and races to make them.
+    from pagesight.services.reindex_job import create_collections
+
+    with _one_line_errors():
+        collections = create_collections(settings)
     if as_json:
-        _emit_json(result.model_dump())
-    elif result.changed:
+        _emit_json({**result.model_dump(), "collections": collections})
+        return
+    if result.changed:
         out.print(f"schema {result.before or 'empty'} -> {result.after}", markup=False)
     else:
         out.print(f"schema already at {result.after}: nothing to do", markup=False)
+    for index, version in collections.items():
+        out.print(f"{index} index: live version {version}", markup=False)
 
 
 @db_app.command("current")

@@ -33,6 +33,7 @@ from pagesight.index.factory import (
     CollectionManager,
     alias_name,
     collection_manager,
+    index_backend,
 )
 from pagesight.index.vectors import CHUNK_COLLECTION, PAGE_COLLECTION, PAGE_VECTOR
 from pagesight.ingestion.bulk import (
@@ -91,6 +92,27 @@ def target_schemas(settings: Settings) -> dict[str, tuple[str, IndexSchema]]:
             ),
         )
     return found
+
+
+def create_collections(settings: Settings) -> dict[str, str]:
+    """On a Qdrant server: the live version of every index the configured models need, created
+    and promoted now if it does not exist yet; ``{index: live version}``. ``pagesight db
+    upgrade`` (the migrate Job) calls it, so that replicas starting together find the
+    collections and never race to create a first version each. The embedded index is left to
+    its one owner (the process that serves it creates it on first open): ``{}``."""
+    if index_backend(settings) != "qdrant":
+        return {}
+    manager = collection_manager(settings)
+    try:
+        live: dict[str, str] = {}
+        for index, (alias, schema) in target_schemas(settings).items():
+            manager.open_store(alias, schema, create=True).close()
+            version = manager.live_version(alias)
+            assert version is not None
+            live[index] = version
+        return live
+    finally:
+        manager.close()
 
 
 def run_reindex(settings: Settings, *, allow_missing: bool | None = None) -> ReindexReport:

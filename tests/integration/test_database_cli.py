@@ -112,6 +112,34 @@ def test_db_upgrade_waits_for_a_database_that_is_starting_then_says_why(tmp_path
     assert "database/UNAVAILABLE: cannot connect to PostgreSQL" in result.stderr.splitlines()[-1]
 
 
+def test_db_upgrade_creates_the_collections_on_a_qdrant_server_once(
+    empty_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The migrate Job makes the first version of each index, so replicas starting together
+    find it instead of each creating one; a second run changes nothing. (No Qdrant server
+    here: qdrant-client's in-memory mode stands in, through the same manager.)"""
+    from qdrant_client import QdrantClient
+
+    from pagesight.index import factory
+    from pagesight.services import reindex_job
+
+    client = QdrantClient(location=":memory:")
+    monkeypatch.setattr(
+        reindex_job,
+        "collection_manager",
+        lambda _settings: factory.QdrantCollectionManager(client, owns_client=False),
+    )
+    env = {"PAGESIGHT_DATABASE_URL": empty_database, "PAGESIGHT_QDRANT_URL": "http://qdrant:6333"}
+    first = cli(["db", "upgrade", "--json"], env)
+    assert first.exit_code == 0, first.stderr
+    collections = json.loads(first.stdout)["collections"]
+    assert set(collections) == {"text"}, collections
+    again = json.loads(cli(["db", "upgrade", "--json"], env).stdout)["collections"]
+    assert again == collections
+    names = [c.name for c in client.get_collections().collections]
+    assert len(names) == 1 and names[0].endswith(collections["text"]), names
+
+
 @pytest.fixture()
 def empty_database(postgres_server: PostgresServer) -> Iterator[str]:
     """The URL of a database no migration ever ran on."""
@@ -150,7 +178,8 @@ def test_upgrade_an_empty_database_once_then_current_is_head(empty_database: str
 
     again = cli(["db", "upgrade", "--json"], env)
     assert again.exit_code == 0, again.stderr
-    assert json.loads(again.stdout) == {"before": head, "after": head}
+    # the embedded index is left to the process that serves it
+    assert json.loads(again.stdout) == {"before": head, "after": head, "collections": {}}
     assert cli(["db", "upgrade"], env).stdout.strip() == f"schema already at {head}: nothing to do"
 
     current = cli(["db", "current"], env)
