@@ -118,6 +118,7 @@ class VectorStore(ABC):
         self._scroll_page = scroll_page
         self._closed = False
         self._close_hooks: list[Callable[[], None]] = []
+        self._writes = 0
 
     # -- identity --
 
@@ -135,6 +136,13 @@ class VectorStore(ABC):
     def location(self) -> str:
         """Where the index lives (a path or a server URL), for messages."""
 
+    @property
+    def writes(self) -> int:
+        """How many writes (upserts and deletes) this object has made: what a cache of what
+        the index holds (:mod:`pagesight.query.structure_cache`) compares to notice that this
+        process changed it. Writes by other processes are not counted."""
+        return self._writes
+
     # -- writes --
 
     def upsert(self, points: Sequence[IndexPoint]) -> None:
@@ -142,9 +150,12 @@ class VectorStore(ABC):
         self._check_open()
         for point in points:
             self._check_point(point)
-        with self._backend_errors(Stage.INDEX, "upsert"):
-            for start in range(0, len(points), self._upsert_batch):
-                self._upsert(points[start : start + self._upsert_batch])
+        try:
+            with self._backend_errors(Stage.INDEX, "upsert"):
+                for start in range(0, len(points), self._upsert_batch):
+                    self._upsert(points[start : start + self._upsert_batch])
+        finally:
+            self._writes += 1
 
     def delete_document(self, tenant: str, doc_id: str, keep_version: str | None = None) -> None:
         """Delete every point of ``doc_id`` in ``tenant``, except those of ``keep_version``.
@@ -156,8 +167,11 @@ class VectorStore(ABC):
         if not tenant or not doc_id:
             raise ValueError("delete_document needs a tenant and a doc_id")
         selection = Selection(tenant=tenant, doc_ids=(doc_id,), not_version=keep_version)
-        with self._backend_errors(Stage.INDEX, "delete"):
-            self._delete(selection)
+        try:
+            with self._backend_errors(Stage.INDEX, "delete"):
+                self._delete(selection)
+        finally:
+            self._writes += 1
 
     def delete_points(self, tenant: str, doc_id: str, keep: set[str]) -> None:
         """Delete every point of ``doc_id`` in ``tenant`` whose id is not in ``keep``: what a
@@ -165,17 +179,22 @@ class VectorStore(ABC):
         self._check_open()
         if not tenant or not doc_id:
             raise ValueError("delete_points needs a tenant and a doc_id")
-        with self._backend_errors(Stage.INDEX, "delete"):
-            stale = [
-                point.id
-                for point in self._scroll(Selection(tenant=tenant, doc_ids=(doc_id,)), ["doc_id"])
-                if point.id not in keep
-            ]
-            for start in range(0, len(stale), self._upsert_batch):
-                selection = Selection(tenant=tenant, doc_ids=(doc_id,)).with_ids(
-                    stale[start : start + self._upsert_batch]
-                )
-                self._delete(selection)
+        try:
+            with self._backend_errors(Stage.INDEX, "delete"):
+                stale = [
+                    point.id
+                    for point in self._scroll(
+                        Selection(tenant=tenant, doc_ids=(doc_id,)), ["doc_id"]
+                    )
+                    if point.id not in keep
+                ]
+                for start in range(0, len(stale), self._upsert_batch):
+                    selection = Selection(tenant=tenant, doc_ids=(doc_id,)).with_ids(
+                        stale[start : start + self._upsert_batch]
+                    )
+                    self._delete(selection)
+        finally:
+            self._writes += 1
 
     def flush(self) -> None:
         """Make every acknowledged write durable (a no-op where the backend already is)."""
@@ -264,7 +283,7 @@ class VectorStore(ABC):
         rows = _finite_rows(vectors, spec.dim, f"multivector query on {name!r}", Stage.QUERY)
         return self._query(name, rows, access, limit, ids=ids)
 
-    def query_two_stage(
+    def query_two_stage(  # noqa: PLR0913  # each stage's vector name and size
         self,
         multivector_name: str,
         pooled_name: str,
@@ -454,11 +473,16 @@ class VectorStore(ABC):
                     versions[doc_id] = None
         return versions
 
-    def points_of_document(self, tenant: str, doc_id: str) -> list[StoredPoint]:
-        """Every point of one document of one tenant, whatever its ACL or validity, by id."""
+    def points_of_document(
+        self, tenant: str, doc_id: str, fields: Sequence[str] | None = None
+    ) -> list[StoredPoint]:
+        """Every point of one document of one tenant, whatever its ACL or validity, by id;
+        only ``fields`` of the payload if given (a page map needs ``page_numbers`` only: a
+        whole payload costs several times more to read)."""
         self._check_open()
         with self._backend_errors(Stage.QUERY, "points_of_document"):
-            return list(self._scroll(Selection(tenant=tenant, doc_ids=(doc_id,)), None))
+            selection = Selection(tenant=tenant, doc_ids=(doc_id,))
+            return list(self._scroll(selection, None if fields is None else list(fields)))
 
     # -- context manager --
 

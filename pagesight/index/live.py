@@ -130,7 +130,7 @@ class LiveStore(VectorStore):
             except Exception as exc:  # the alias unreadable for a moment: keep serving
                 log.warning("cannot read the alias of index %s: %s", self._name, exc)
                 return
-            if live is None or live == self._version or live == self._refused:
+            if live is None or live in (self._version, self._refused):
                 return
             try:
                 fresh = self._manager.open_version(self._name, live, self.schema)

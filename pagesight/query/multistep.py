@@ -54,7 +54,6 @@ from pagesight.core.settings import MultiStepOptions
 from pagesight.core.types import (
     AccessFilter,
     BBox,
-    DocumentStructure,
     FollowedReference,
     MultiStepTrace,
     PageHit,
@@ -74,9 +73,9 @@ from pagesight.query.planner import (
     context_of,
     references_in_text,
 )
-from pagesight.query.references import resolve_reference
 from pagesight.query.retrieval import Retriever
 from pagesight.query.snippets import snippet
+from pagesight.query.structure_cache import CachedStructures, FreshViews, StructureView
 
 #: ``PageHit.route_scores`` key of a page reached by following a reference.
 FOLLOWED_ROUTE = "followed"
@@ -107,8 +106,12 @@ class _Run:
     doc_ids: set[str] = field(default_factory=set)
     searched: set[tuple[str, tuple[str, ...] | None]] = field(default_factory=set)
     seen_references: set[tuple[Any, ...]] = field(default_factory=set)
-    structures: dict[str, DocumentStructure | None] = field(default_factory=dict)
+    structures: dict[str, StructureView | None] = field(default_factory=dict)
     pages: dict[str, dict[int, list[dict[str, Any]]]] = field(default_factory=dict)
+    #: the chunks of single pages read by id (documents not read whole)
+    page_chunks: dict[PageKey, list[dict[str, Any]]] = field(default_factory=dict)
+    #: the stage times of the steps' searches, summed
+    stages_ms: dict[str, float] = field(default_factory=dict)
 
     @property
     def lead_document(self) -> str | None:
@@ -208,6 +211,8 @@ class MultiStepSearch:
             for rank, key in enumerate(order[:top_k], start=1)
         ]
         stages_ms["fuse"] = _ms(self.clock() - since)
+        for stage, ms in run.stages_ms.items():  # where the steps' searches spent their time
+            stages_ms[stage] = round(stages_ms.get(stage, 0.0) + ms, 2)
         first = run.first
         trace = RetrievalTrace(
             trace_id=trace_id or uuid.uuid4().hex,
@@ -259,6 +264,8 @@ class MultiStepSearch:
         run.searched.add((_norm(sub.text), _docs(access)))
         route = RouteName(self.options.step_route)
         result = self.retriever.search(sub.text, access, route, run.top_k)
+        for stage, ms in result.trace.stages_ms.items():
+            run.stages_ms[stage] = run.stages_ms.get(stage, 0.0) + ms
         if run.first is None:
             run.first = result
         run.doc_ids.update(result.trace.doc_ids)
@@ -317,7 +324,7 @@ class MultiStepSearch:
                 candidates.extend(_candidates(payloads[pid], key, rank))
         return candidates
 
-    def _follow(
+    def _follow(  # noqa: C901  # one pass over the candidates, each outcome traced in place
         self, run: _Run, candidates: Sequence[ReferenceCandidate]
     ) -> tuple[list[FollowedReference], list[PageKey]]:
         """Follow the planner's choice of ``candidates``, one hop, at most ``follow_per_step``;
@@ -421,7 +428,8 @@ class MultiStepSearch:
         self, run: _Run, candidate: ReferenceCandidate
     ) -> tuple[list[PageKey], str | None]:
         doc_id, page = candidate.page
-        structure = self._structure(run, doc_id)
+        view = self._structure(run, doc_id)
+        structure = view.structure if view is not None else None
         found = candidate.found
         if found.step is not None:  # "continued on the next page"
             target = page + found.step
@@ -431,9 +439,9 @@ class MultiStepSearch:
             if not 1 <= target <= count:
                 return [], f"no page {target} ({count} pages)"
             return [(doc_id, target)], None
-        if structure is None:
+        if view is None:
             return [], "no structure known for the document"
-        resolution = resolve_reference(found.reference, structure)
+        resolution = view.resolve(found.reference)
         return [(doc_id, n) for n in resolution.pages], resolution.reason
 
     # -- reads (cached per run) ----------------------------------------------------------------
@@ -452,8 +460,8 @@ class MultiStepSearch:
         return frozenset(common)
 
     def _page_frequency(self, run: _Run, doc_id: str) -> tuple[int, dict[str, int]]:
-        structure = self._structure(run, doc_id)
-        key = (run.access.tenant, doc_id, structure.version if structure is not None else "")
+        view = self._structure(run, doc_id)
+        key = (run.access.tenant, doc_id, view.structure.version if view is not None else "")
         with self._lock:
             cached = self._frequencies.get(key)
             if cached is not None:
@@ -471,13 +479,24 @@ class MultiStepSearch:
                 self._frequencies.popitem(last=False)
         return found
 
-    def _structure(self, run: _Run, doc_id: str) -> DocumentStructure | None:
+    def _structure(self, run: _Run, doc_id: str) -> StructureView | None:
+        """The document's structure (once per run; a stack's cache keeps it across runs)."""
         if doc_id not in run.structures:
             routes = self.retriever.structure_routes
-            run.structures[doc_id] = (
-                routes.structures.structure_of(run.access, doc_id) if routes is not None else None
-            )
+            cache = self._cache()
+            view = None
+            if cache is not None:
+                view = cache.view_of(run.access, doc_id)
+            elif routes is not None:
+                view = FreshViews(routes.structures).view_of(run.access, doc_id)
+            run.structures[doc_id] = view
         return run.structures[doc_id]
+
+    def _cache(self) -> CachedStructures | None:
+        """The stack's structure cache, if the retriever's structures come from one."""
+        routes = self.retriever.structure_routes
+        source = routes.structures if routes is not None else None
+        return source if isinstance(source, CachedStructures) else None
 
     def _document_pages(self, run: _Run, doc_id: str) -> dict[int, list[dict[str, Any]]]:
         """Every chunk of a document ``access`` may read, by page, in reading order."""
@@ -493,7 +512,37 @@ class MultiStepSearch:
         return run.pages[doc_id]
 
     def _page_chunks(self, run: _Run, key: PageKey) -> list[dict[str, Any]]:
-        return self._document_pages(run, key[0]).get(key[1], [])
+        """The chunks of one page ``access`` may read, in reading order: from the whole
+        document when it was read, else by id when the stack's cache knows which chunks lie
+        on the page (a followed reference's page does not cost a read of its document)."""
+        doc_id, page = key
+        if doc_id not in run.pages and key not in run.page_chunks:
+            found = self._read_page(run, key)
+            if found is not None:
+                run.page_chunks[key] = found
+        if key in run.page_chunks:
+            return run.page_chunks[key]
+        return self._document_pages(run, doc_id).get(page, [])
+
+    def _read_page(self, run: _Run, key: PageKey) -> list[dict[str, Any]] | None:
+        """The page's chunks read by id (see :meth:`_page_chunks`); None without a page map,
+        or when a chunk of the page cannot be read (hidden from ``access``, or gone): then
+        the whole document is read, as without a cache."""
+        cache = self._cache()
+        if cache is None:
+            return None
+        doc_id, page = key
+        pages = cache.page_chunks(run.access.tenant, doc_id)
+        if pages is None:
+            return None
+        ids = pages.ids_on([page])
+        access = run.access.model_copy(update={"doc_ids": [doc_id]})
+        found = self.retriever.chunk_store.retrieve(ids, access) if ids else {}
+        if len(found) < len(ids):
+            return None
+        payloads = [found[i] for i in ids]
+        payloads.sort(key=lambda payload: payload.get("seq", 0))
+        return payloads
 
 
 def _norm(text: str) -> str:

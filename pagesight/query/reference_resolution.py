@@ -6,10 +6,17 @@ Exact look-ups only: a reference that leads nowhere (page 300 of 212, a Figure 9
 does not number) resolves to no pages and a reason, never to a nearby guess. Pure functions of
 their arguments; full-width digits and letters read as ASCII, numerals by
 :mod:`pagesight.core.numbering`.
+
+Cheap on a query path (issue 33): what a resolution reads of a heading, a number or a title
+(``_title_number``, ``_number_key``, ``title_tokens``, ...) is computed once per distinct
+string and kept (bounded caches of pure functions); what it reads of a whole document (its page
+count, its printed labels) once per :class:`PreparedStructure`, which
+:class:`pagesight.query.structure_cache.StructureView` keeps per document version.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -37,6 +44,37 @@ def _page_count(structure: DocumentStructure) -> int:
     return max((p.page_number for p in structure.pages), default=0)
 
 
+@functools.lru_cache(maxsize=65_536)
+def _label_key(label: str) -> str:
+    """A printed page label (or a page reference's value) as labels are compared."""
+    return ascii_width(label).strip().casefold()
+
+
+class PreparedStructure:
+    """A document's structure with what every resolution reads of the whole document computed
+    once: its page count and its pages by printed label. :func:`resolve_reference` prepares a
+    plain structure on each call; keep one per document version to resolve many references
+    (:class:`pagesight.query.structure_cache.StructureView`)."""
+
+    __slots__ = ("_labels", "count", "structure")
+
+    def __init__(self, structure: DocumentStructure) -> None:
+        self.structure = structure
+        self.count = _page_count(structure)
+        self._labels: dict[str, list[int]] | None = None
+
+    def labelled(self, value: str) -> list[int]:
+        """The pages printed ``value`` (compared as :func:`_label_key` reads both), in page
+        order."""
+        if self._labels is None:
+            labels: dict[str, list[int]] = {}
+            for page in sorted(self.structure.pages, key=lambda p: p.page_number):
+                if page.label is not None:
+                    labels.setdefault(_label_key(page.label), []).append(page.page_number)
+            self._labels = labels
+        return list(self._labels.get(_label_key(value), ()))
+
+
 def _pages_word(n: int, kind: str = "page") -> str:
     return f"{n} {kind}" + ("" if n == 1 else "s")
 
@@ -51,16 +89,7 @@ def _capped(pages: Iterable[int]) -> list[int]:
     return out
 
 
-def _labelled(value: str, structure: DocumentStructure) -> list[int]:
-    wanted = ascii_width(value).strip().casefold()
-    return [
-        p.page_number
-        for p in sorted(structure.pages, key=lambda p: p.page_number)
-        if p.label is not None and ascii_width(p.label).strip().casefold() == wanted
-    ]
-
-
-def _find_page(value: str, structure: DocumentStructure, count: int) -> list[int]:
+def _find_page(value: str, prepared: PreparedStructure, count: int) -> list[int]:
     """Pages that the document prints as ``value``, else page index ``value``.
 
     The printed label comes first: a reader who says "page 17" read it off the page (or off
@@ -69,7 +98,7 @@ def _find_page(value: str, structure: DocumentStructure, count: int) -> list[int
     reading left: index N, if the document has N pages. Both are exact look-ups; a roman
     'iv' that no page is labelled with is not read as index 4.
     """
-    hits = _labelled(value, structure)
+    hits = prepared.labelled(value)
     if hits:
         return hits
     wanted = ascii_width(value).strip()
@@ -78,23 +107,23 @@ def _find_page(value: str, structure: DocumentStructure, count: int) -> list[int
     return []
 
 
-def _resolve_page(reference: StructuralReference, structure: DocumentStructure) -> Resolution:
+def _resolve_page(reference: StructuralReference, prepared: PreparedStructure) -> Resolution:
     """A single page by ``_find_page``. A range starts there and ends at the first page at or
     after it printed as its end; where none is (a range past the printed numbers, or no
     labels), a numeric range runs as many pages as its numbers say, to the document's end
     at most: 'pages 209-215' of a book printed 1-210 on pages 3-212 is pages 211-212."""
     kind = reference.kind
-    count = _page_count(structure)
+    count = prepared.count
     value, end = reference.value, reference.end
     if not value:
         return Resolution([], f"no {kind} number")
-    start = _find_page(value, structure, count)
+    start = _find_page(value, prepared, count)
     if not start:
         return Resolution([], f"no {kind} {value} ({_pages_word(count, kind)})")
     if not end:
         return Resolution(start)
     first = start[0]
-    ends = [p for p in _labelled(end, structure) if p >= first]
+    ends = [p for p in prepared.labelled(end) if p >= first]
     if ends:
         last = ends[0]
     elif value.isdigit() and end.isdigit():
@@ -121,6 +150,7 @@ _KIND_WORD = re.compile(
 )
 
 
+@functools.lru_cache(maxsize=65_536)
 def _number_key(text: str) -> str:
     """A figure, table or section number as compared: lower case, no spaces or parentheses,
     '-' as '.', no kind word in front ('Figure 3' -> '3', '2-1' -> '2.1', 'A.1' -> 'a1')."""
@@ -168,6 +198,7 @@ _TITLE_NUMBER = re.compile(
 )
 
 
+@functools.lru_cache(maxsize=65_536)
 def _title_number(title: str) -> tuple[str, str] | None:
     """The number a heading opens with, and the word before it: 'Chapter III Results' ->
     ('chapter', 'III'), '4.2 Methods' -> ('', '4.2'), '第3章 結論' -> ('章', '3'),
@@ -216,6 +247,7 @@ def _same_numeral(a: str, b: str) -> bool:
     return x is not None and x == y
 
 
+@functools.lru_cache(maxsize=65_536)
 def _strip_word(number: str, words: str) -> str:
     return re.sub(rf"^\s*(?:{words})\s*", "", ascii_width(number), flags=_I)
 
@@ -378,8 +410,10 @@ TITLE_STOPWORDS = frozenset(
 _TOKEN = re.compile(r"[a-z0-9]+|[\u3040-\u30ff\u3400-\u9fff]+")
 
 
-def title_tokens(text: str) -> set[str]:
-    """Words of a title without stopwords, plural 's' dropped; CJK as character bigrams."""
+@functools.lru_cache(maxsize=65_536)
+def title_tokens(text: str) -> frozenset[str]:
+    """Words of a title without stopwords, plural 's' dropped; CJK as character bigrams
+    (computed once per distinct text: section titles are read by every titled reference)."""
     words = _TOKEN.findall(ascii_width(text).lower())
     out: set[str] = set()
     for word in words:
@@ -389,7 +423,7 @@ def title_tokens(text: str) -> set[str]:
             out.add(word[:-1] if len(word) > 3 and word.endswith("s") and word[-2] != "s" else word)
     if not out:
         out = set(words)
-    return out
+    return frozenset(out)
 
 
 def _resolve_titled(
@@ -422,7 +456,9 @@ def _resolve_statement(reference: StructuralReference, structure: DocumentStruct
     return Resolution(pages) if pages else Resolution([], f"no {STATEMENT_NAMES[kind]}")
 
 
-def resolve_reference(reference: StructuralReference, structure: DocumentStructure) -> Resolution:
+def resolve_reference(  # noqa: PLR0911  # one return per kind of reference
+    reference: StructuralReference, structure: DocumentStructure | PreparedStructure
+) -> Resolution:
     """The pages of ``structure`` that ``reference`` names, best first, or why none.
 
     - page / slide N: the page printed N (label, case-insensitive, roman as text), else page
@@ -443,11 +479,18 @@ def resolve_reference(reference: StructuralReference, structure: DocumentStructu
     - statement: the primary financial statement's pages (:mod:`pagesight.query.statements`).
 
     A section resolves to its span, at most ``MAX_SPAN_PAGES`` pages over all matches.
+
+    ``structure`` may be a :class:`PreparedStructure` (what a cache keeps per document
+    version); the result is the same.
     """
-    count = _page_count(structure)
+    prepared = (
+        structure if isinstance(structure, PreparedStructure) else PreparedStructure(structure)
+    )
+    structure = prepared.structure
+    count = prepared.count
     kind = reference.kind
     if kind in ("page", "slide"):
-        return _resolve_page(reference, structure)
+        return _resolve_page(reference, prepared)
     if kind == "position":
         return _resolve_position(reference, count)
     if kind == "cover":

@@ -14,12 +14,22 @@ matched the query.
 Access filters (tenant, ACL, validity) travel inside every index query. A dense model that does
 not cover the query's language (all-MiniLM is English-only) is skipped for that query rather
 than allowed to add noise, and the trace says so.
+
+Every trace says where the time went (``RetrievalTrace.stages_ms``, ms): each route that was
+computed under its own name (``keyword``, ``page``, ``row``, ``dense``, ``visual``,
+``reference``, ``statement``, ``section``; a route that had nothing to do for the query is
+listed too, at ~0), the query embeddings inside them (``embed_dense``, ``embed_visual``), the
+structure look-ups inside the structure routes (``structure_lookup``), the fusion the
+structure routes read (``structure_prefuse``), the final fusion (``fuse``), the passages of the
+returned pages (``passages``; of it, ``page_text``: the text of pages only a page-level route
+found) and the visual evidence boxes (``evidence``).
 """
 
 from __future__ import annotations
 
 import time
 import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -46,13 +56,54 @@ from pagesight.query.routes import (
     Leading,
     Route,
     RouteContext,
+    RouteResult,
     default_routes,
     page_item,
     pages_of,
 )
 from pagesight.query.routing import choose_route
 from pagesight.query.snippets import snippet
+from pagesight.query.structure_cache import CachedStructures
 from pagesight.query.structure_search import StructureRoutes
+
+
+@dataclass
+class _Candidates:
+    """What the routes of one search found, as fusion and the trace need it."""
+
+    traces: list[RouteTrace] = field(default_factory=list)
+    weights: dict[str, float] = field(default_factory=dict)
+    #: chunk route -> chunk id -> rank
+    chunk_ranks: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: every route -> page -> rank
+    page_ranks: dict[str, dict[PageKey, int]] = field(default_factory=dict)
+    #: route -> page -> its best raw score
+    page_raw: dict[str, dict[PageKey, float]] = field(default_factory=dict)
+    #: chunk id -> candidate payload
+    chunks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    visual_pages: dict[PageKey, ScoredPoint] = field(default_factory=dict)
+    references: list[ResolvedReference] = field(default_factory=list)
+    query_rows: np.ndarray | None = None
+    stages_ms: dict[str, float] = field(default_factory=dict)
+
+    def add(self, name: str, weight: float, found: RouteResult) -> None:
+        """Record one route's result (a skipped route: in the trace only, at weight 0)."""
+        if found.skipped is not None:
+            self.traces.append(RouteTrace(route=name, weight=0.0, skipped=found.skipped))
+            return
+        self.weights[name] = weight
+        self.traces.append(RouteTrace(route=name, weight=weight, candidates=found.listed()))
+        if found.chunks is not None:
+            self.chunk_ranks[name] = {h.id: rank for rank, h in enumerate(found.chunks, start=1)}
+            self.chunks.update((h.id, h.payload) for h in found.chunks)
+        self.chunks.update(found.payloads)
+        self.page_ranks[name] = {key: rank for rank, (key, _) in enumerate(found.pages, start=1)}
+        self.page_raw[name] = dict(found.pages)
+        self.references.extend(found.references)
+        for key, page_point in found.page_points.items():
+            self.visual_pages.setdefault(key, page_point)
+        if found.query_rows is not None:
+            self.query_rows = found.query_rows
 
 
 class Retriever:
@@ -78,6 +129,8 @@ class Retriever:
         self.options = options or RetrievalOptions()
         self.page_store = page_store
         self.page_embedder = page_embedder
+        #: the stack's structure cache, which also knows which chunks lie on each page
+        self.structure_cache = structures if isinstance(structures, CachedStructures) else None
         self.structure_routes = (
             StructureRoutes(
                 structures,
@@ -118,7 +171,57 @@ class Retriever:
         """The best ``top_k`` pages for ``query`` that ``access`` may see, and the trace
         (under ``trace_id`` when the caller has one, e.g. the HTTP request's)."""
         started = time.perf_counter()
-        stages_ms: dict[str, float] = {}
+        chosen = self._chosen(query, route)
+        found = self._candidates(query, access, chosen)
+        stages_ms = found.stages_ms
+        since = time.perf_counter()
+        fused = self._fuse(found.page_ranks, found.weights)
+        chunk_order = [
+            item
+            for item, _ in weighted_rrf_ranks(found.chunk_ranks, found.weights, self.options.rrf_k)
+        ]
+        ranked = set(chunk_order)
+        chunk_order += [c for c in found.chunks if c not in ranked]
+        stages_ms["fuse"] = _ms_since(since)
+        since = time.perf_counter()
+        hits_out = self._pages(
+            fused[:top_k],
+            chunk_order,
+            found.chunks,
+            found.visual_pages,
+            found.page_raw,
+            access,
+            stages_ms,
+        )
+        stages_ms["passages"] = _ms_since(since)
+        if found.query_rows is not None:
+            since = time.perf_counter()
+            for page_hit in hits_out:
+                point = found.visual_pages.get((page_hit.doc_id, page_hit.page_number))
+                if point is not None:
+                    page_hit.bboxes = self._evidence(point, found.query_rows)
+            stages_ms["evidence"] = _ms_since(since)
+        trace = RetrievalTrace(
+            trace_id=trace_id or uuid.uuid4().hex,
+            query=query,
+            requested_route=route,
+            route=chosen,
+            routes=found.traces,
+            fused=[(page_item(key), score) for key, score in fused[: max(top_k * 5, 50)]],
+            references=found.references,
+            index_version=self.chunk_store.collection,
+            elapsed_ms=(time.perf_counter() - started) * 1000,
+            stages_ms=stages_ms,
+            doc_ids=sorted(
+                {str(p["doc_id"]) for p in found.chunks.values() if "doc_id" in p}
+                | {doc_id for doc_id, _ in found.visual_pages}
+            ),
+        )
+        return SearchResult(hits=hits_out, trace=trace)
+
+    def _chosen(self, query: str, route: RouteName) -> RouteName:
+        """The route name a search runs: ``auto`` picks one; one this retriever cannot serve
+        is an error."""
         chosen = choose_route(query, self.visual_available) if route == RouteName.AUTO else route
         if chosen == RouteName.AGENTIC:
             raise PageSightError(
@@ -135,88 +238,35 @@ class Retriever:
                 f"route {chosen.value!r} needs a page model: set PAGESIGHT_VISUAL__MODEL to a "
                 "local ColQwen2 directory (and re-ingest), or use route 'text'",
             )
-        traces: list[RouteTrace] = []
-        weights: dict[str, float] = {}
-        chunk_ranks: dict[str, dict[str, int]] = {}  # chunk route -> chunk id -> rank
-        page_ranks: dict[str, dict[PageKey, int]] = {}  # every route -> page -> rank
-        page_raw: dict[str, dict[PageKey, float]] = {}  # route -> page -> its best raw score
-        chunks: dict[str, dict[str, Any]] = {}  # chunk id -> candidate payload
-        visual_pages: dict[PageKey, ScoredPoint] = {}
-        references: list[ResolvedReference] = []
-        query_rows: np.ndarray | None = None
-        context = RouteContext(query, access, chosen, self.options, ranks=page_ranks)
+        return chosen
 
+    def _candidates(self, query: str, access: AccessFilter, chosen: RouteName) -> _Candidates:
+        """Every route ``chosen`` runs, in registry order, each timed under its name."""
+        found = _Candidates()
+        context = RouteContext(
+            query, access, chosen, self.options, ranks=found.page_ranks, stages_ms=found.stages_ms
+        )
         for candidate in self.routes:
             if chosen not in candidate.serves:
                 continue
             if candidate.reads_fusion:
                 # The structure routes read words (references, titles): they follow the
                 # routes before them, fused once here, and never run with 'visual' alone.
-                if not page_ranks:
+                if not found.page_ranks:
                     continue
                 if context.leading is None:
                     since = time.perf_counter()
-                    page_order = [key for key, _ in self._fuse(page_ranks, weights)]
+                    page_order = [key for key, _ in self._fuse(found.page_ranks, found.weights)]
                     context.leading = Leading.of(page_order, access, self.options)
-                    stages_ms["structure_prefuse"] = _ms_since(since)
+                    found.stages_ms["structure_prefuse"] = _ms_since(since)
             if not candidate.enabled(self.options):
                 continue
             since = time.perf_counter()
-            found = candidate.search(context)
-            if found is None:
-                continue
-            name = candidate.name
-            if found.skipped is not None:
-                traces.append(RouteTrace(route=name, weight=0.0, skipped=found.skipped))
-                continue
-            stages_ms[name] = _ms_since(since)
-            weights[name] = candidate.weight(self.options)
-            traces.append(RouteTrace(route=name, weight=weights[name], candidates=found.listed()))
-            if found.chunks is not None:
-                chunk_ranks[name] = {h.id: rank for rank, h in enumerate(found.chunks, start=1)}
-                chunks.update((h.id, h.payload) for h in found.chunks)
-            chunks.update(found.payloads)
-            page_ranks[name] = {key: rank for rank, (key, _) in enumerate(found.pages, start=1)}
-            page_raw[name] = dict(found.pages)
-            references.extend(found.references)
-            for key, page_point in found.page_points.items():
-                visual_pages.setdefault(key, page_point)
-            if found.query_rows is not None:
-                query_rows = found.query_rows
-
-        since = time.perf_counter()
-        fused = self._fuse(page_ranks, weights)
-        chunk_order = [
-            item for item, _ in weighted_rrf_ranks(chunk_ranks, weights, self.options.rrf_k)
-        ]
-        ranked = set(chunk_order)
-        chunk_order += [c for c in chunks if c not in ranked]
-        hits_out = self._pages(fused[:top_k], chunk_order, chunks, visual_pages, page_raw, access)
-        stages_ms["fuse"] = _ms_since(since)
-        if query_rows is not None:
-            since = time.perf_counter()
-            for page_hit in hits_out:
-                point = visual_pages.get((page_hit.doc_id, page_hit.page_number))
-                if point is not None:
-                    page_hit.bboxes = self._evidence(point, query_rows)
-            stages_ms["evidence"] = _ms_since(since)
-        trace = RetrievalTrace(
-            trace_id=trace_id or uuid.uuid4().hex,
-            query=query,
-            requested_route=route,
-            route=chosen,
-            routes=traces,
-            fused=[(page_item(key), score) for key, score in fused[: max(top_k * 5, 50)]],
-            references=references,
-            index_version=self.chunk_store.collection,
-            elapsed_ms=(time.perf_counter() - started) * 1000,
-            stages_ms=stages_ms,
-            doc_ids=sorted(
-                {str(p["doc_id"]) for p in chunks.values() if "doc_id" in p}
-                | {doc_id for doc_id, _ in visual_pages}
-            ),
-        )
-        return SearchResult(hits=hits_out, trace=trace)
+            result = candidate.search(context)
+            found.stages_ms[candidate.name] = _ms_since(since)
+            if result is not None:
+                found.add(candidate.name, candidate.weight(self.options), result)
+        return found
 
     def _fuse(
         self, page_ranks: dict[str, dict[PageKey, int]], weights: dict[str, float]
@@ -232,6 +282,7 @@ class Retriever:
         visual_pages: dict[PageKey, ScoredPoint],
         page_raw: dict[str, dict[PageKey, float]],
         access: AccessFilter,
+        stages_ms: dict[str, float] | None = None,
     ) -> list[PageHit]:
         """The fused pages as hits, each with its chunk candidates (best fused chunk first:
         it gives the snippet) and each route's raw score of its best candidate there."""
@@ -263,10 +314,13 @@ class Retriever:
             self._add_chunk(hit, full.get(chunk_id, chunks[chunk_id]), hit.page_number)
         bare = [(hit.doc_id, hit.page_number) for hit in hits if not hit.chunk_ids]
         if bare:  # pages only a page-level route found: map them to their chunks
+            since = time.perf_counter()
             found = self._chunks_of_pages(bare, access)
             for hit in hits:
                 for payload in found.get((hit.doc_id, hit.page_number), []):
                     self._add_chunk(hit, payload, hit.page_number)
+            if stages_ms is not None:
+                stages_ms["page_text"] = _ms_since(since)
         return hits
 
     def _add_chunk(self, hit: PageHit, payload: dict[str, Any], page_number: int) -> None:
@@ -288,18 +342,35 @@ class Retriever:
     def _chunks_of_pages(
         self, keys: list[PageKey], access: AccessFilter
     ) -> dict[PageKey, list[dict[str, Any]]]:
-        """The text of hits no chunk route found: the chunks on each page, in reading order
-        (one read per document)."""
+        """The text of hits no chunk route found: the chunks on each page (whatever their ACL
+        or validity, as ``points_of_document`` reads them), in reading order. With the stack's
+        cache, only those chunks are read, by id (the cache knows which points lie on each
+        page); else the whole document once."""
         wanted = set(keys)
         out: dict[PageKey, list[dict[str, Any]]] = {}
         for doc_id in dict.fromkeys(doc for doc, _ in keys):
-            for point in self.chunk_store.points_of_document(access.tenant, doc_id):
-                for n in point.payload.get("page_numbers") or []:
+            for payload in self._document_chunks(access.tenant, doc_id, wanted):
+                for n in payload.get("page_numbers") or []:
                     if (doc_id, int(n)) in wanted:
-                        out.setdefault((doc_id, int(n)), []).append(point.payload)
+                        out.setdefault((doc_id, int(n)), []).append(payload)
         for payloads in out.values():
             payloads.sort(key=lambda payload: payload.get("seq", 0))
         return out
+
+    def _document_chunks(
+        self, tenant: str, doc_id: str, wanted: set[PageKey]
+    ) -> list[dict[str, Any]]:
+        """The payloads of the document's chunks on any ``wanted`` page (and, without a page
+        map, its other chunks too), in the index's order."""
+        cache = self.structure_cache
+        pages = cache.page_chunks(tenant, doc_id) if cache is not None else None
+        if cache is not None and pages is not None:
+            ids = pages.ids_on(n for doc, n in wanted if doc == doc_id)
+            found = self.chunk_store.retrieve(ids) if ids else {}
+            if len(found) == len(ids):
+                return [found[i] for i in ids]
+            cache.forget_pages(tenant, doc_id)  # a point is gone: read the document
+        return [p.payload for p in self.chunk_store.points_of_document(tenant, doc_id)]
 
     def _evidence(self, point: ScoredPoint, query_rows: np.ndarray) -> list[BBox]:
         assert self.page_store is not None

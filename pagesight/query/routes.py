@@ -28,6 +28,7 @@ construction, so a changed ``RetrievalOptions.weights`` applies to the next sear
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -137,12 +138,19 @@ class RouteContext:
     #: sums ``page_candidates`` of them), and its table-row units; None until it ran.
     keyword_pool: list[ScoredPoint] | None = None
     keyword_rows: list[ScoredPoint] = field(default_factory=list)
+    #: The trace's stage times (ms): a route adds the parts of its own time worth telling
+    #: apart (``embed_dense``, ``structure_lookup``, ...; :meth:`add_time`).
+    stages_ms: dict[str, float] = field(default_factory=dict)
     _references: list[StructuralReference] | None = field(default=None, repr=False)
 
     @property
     def limit(self) -> int:
         """Candidates per route, before fusion."""
         return self.options.candidates
+
+    def add_time(self, stage: str, ms: float) -> None:
+        """Count ``ms`` more to ``stage`` in the trace."""
+        self.stages_ms[stage] = round(self.stages_ms.get(stage, 0.0) + ms, 2)
 
     def structural_references(self) -> list[StructuralReference]:
         """The places and statements the query names or implies, parsed once for the routes
@@ -353,7 +361,9 @@ class DenseRoute(BaseRoute):
         skip = self.skip_reason(context.query)
         if skip:
             return RouteResult.skip(skip)
+        since = time.perf_counter()
         vector = self.embedder.embed_query(context.query).tolist()
+        context.add_time("embed_dense", _ms_since(since))
         # Twice the candidates: table-row units are dropped from this ranking.
         hits, _ = split_rows(
             self.chunk_store.query_dense(
@@ -386,7 +396,9 @@ class VisualRoute(BaseRoute):
 
     def search(self, context: RouteContext) -> RouteResult:
         options = context.options
+        since = time.perf_counter()
         query_rows = self.page_embedder.embed_queries([context.query])[0]
+        context.add_time("embed_visual", _ms_since(since))
         prefetch = options.visual_prefetch
         hits = self.page_store.query_two_stage(
             PAGE_VECTOR,
@@ -435,6 +447,7 @@ class ReferenceRoute(BaseRoute):
         ranking = self.structures.reference_pages(
             group, leading.documents, context.access, self._confirm(leading)
         )
+        context.add_time("structure_lookup", ranking.lookup_ms)
         return RouteResult(pages=by_rank(ranking.pages), references=ranking.references)
 
 
@@ -468,6 +481,7 @@ class SectionRoute(BaseRoute):
         ranking = self.structures.section_pages(
             context.query, leading.documents, context.access, leading.rank
         )
+        context.add_time("structure_lookup", ranking.lookup_ms)
         if not ranking.pages:
             return None
         return RouteResult(pages=by_rank(ranking.pages))
@@ -527,3 +541,7 @@ def by_rank(pages: list[PageKey]) -> list[tuple[PageKey, float]]:
 def page_item(key: PageKey) -> str:
     """How a page (rather than a chunk) appears among fused candidates."""
     return f"page:{key[0]}#{key[1]}"
+
+
+def _ms_since(since: float) -> float:
+    return (time.perf_counter() - since) * 1000

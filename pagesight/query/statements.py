@@ -29,6 +29,7 @@ a manual or a paper that says "revenue".
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Literal
 
@@ -99,8 +100,10 @@ _CONSOLIDATED = re.compile(r"consolidated|連結", re.IGNORECASE)
 _CONTINUED = re.compile(r"\bcontinued\b|\(cont", re.IGNORECASE)
 
 
+@functools.lru_cache(maxsize=65_536)
 def title_statement(title: str) -> StatementKind | None:
-    """Which primary statement a section title is, if any."""
+    """Which primary statement a section title is, if any (read once per distinct title: a
+    statement reference reads every section title of a filing)."""
     if _NOT_THE_STATEMENT.search(title) or _NOTE_ENUMERATOR.match(title):
         return None
     letters = re.sub(r"[^a-z]", "", title.lower())

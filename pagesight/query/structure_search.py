@@ -23,18 +23,23 @@ Each yields a ranking of pages that fuses with the chunk routes by weighted RRF,
 visual route: a page's rank is given to every chunk candidate on it. The retriever runs them as
 routes of its registry (:mod:`pagesight.query.routes`: ``PageRoute``, ``ReferenceRoute``,
 ``StatementRoute``, ``SectionRoute``); this module holds what they compute.
+
+The documents' structures come as :class:`~pagesight.query.structure_cache.StructureView`:
+from a :class:`~pagesight.query.structure_cache.CachedStructures` (a stack's), read and
+prepared once per document version and index version, every reference resolved once per
+document version; from any other source, anew on each search.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pagesight.core.protocols import StructureSource
 from pagesight.core.types import (
     AccessFilter,
-    DocumentStructure,
     PageKey,
     ResolvedReference,
     StructuralReference,
@@ -42,8 +47,14 @@ from pagesight.core.types import (
 )
 from pagesight.index.base import ScoredPoint
 from pagesight.models.text import tokenize
-from pagesight.query.references import parse_references, resolve_reference
+from pagesight.query.references import parse_references
 from pagesight.query.statements import statement_references
+from pagesight.query.structure_cache import (
+    CachedStructures,
+    FreshViews,
+    StructureView,
+    ViewSource,
+)
 
 #: Route names, as traces and ``RetrievalOptions.weights`` spell them.
 PAGE_ROUTE = "page"
@@ -85,10 +96,13 @@ def document_order(page_order: Sequence[PageKey], limit: int) -> list[str]:
 
 @dataclass
 class StructureRanking:
-    """What a structure route found: pages best first, and (references) the trace entries."""
+    """What a structure route found: pages best first, and (references) the trace entries;
+    ``lookup_ms``: the time spent getting the documents' structures (the trace's
+    ``structure_lookup``)."""
 
     pages: list[PageKey]
     references: list[ResolvedReference]
+    lookup_ms: float = 0.0
 
 
 class StructureRoutes:
@@ -109,6 +123,9 @@ class StructureRoutes:
         tail_documents: int = 20,
     ) -> None:
         self.structures = structures
+        self.views: ViewSource = (
+            structures if isinstance(structures, CachedStructures) else FreshViews(structures)
+        )
         self.documents = documents
         self.tail_documents = tail_documents
         self.pages_per_section = pages_per_section
@@ -120,12 +137,18 @@ class StructureRoutes:
         (``inferred``: route ``statement``; the rest: route ``reference``)."""
         return [*parse_references(query), *statement_references(query)]
 
-    def _structures(self, access: AccessFilter, doc_ids: Sequence[str]) -> list[DocumentStructure]:
+    def _views(
+        self, access: AccessFilter, doc_ids: Sequence[str], spent: list[float]
+    ) -> list[StructureView]:
+        """The views of those of ``doc_ids`` that ``access`` may see, in order; the time it
+        took is added to ``spent[0]`` (ms)."""
+        since = time.perf_counter()
         found = []
         for doc_id in doc_ids:
-            structure = self.structures.structure_of(access, doc_id)
-            if structure is not None:
-                found.append(structure)
+            view = self.views.view_of(access, doc_id)
+            if view is not None:
+                found.append(view)
+        spent[0] += (time.perf_counter() - since) * 1000
         return found
 
     def reference_pages(
@@ -151,13 +174,14 @@ class StructureRoutes:
         about one names its company.
         """
         lead = list(doc_order[: self.documents])
-        structures = self._structures(access, lead)
+        spent = [0.0]
+        structures = self._views(access, lead, spent)
         pages: list[PageKey] = []
         resolved: list[ResolvedReference] = []
         for reference in references:
             entry = ResolvedReference(reference=reference)
             for structure in structures:
-                resolution = resolve_reference(reference, structure)
+                resolution = structure.resolve(reference)
                 keys = [(structure.doc_id, n) for n in resolution.pages]
                 entry.pages.extend(keys)
                 if not keys and entry.unresolved is None and resolution.reason:
@@ -169,14 +193,14 @@ class StructureRoutes:
             for entry in resolved:
                 pages.extend(k for k in entry.pages if k[0] == structure.doc_id and k not in pages)
         if page_rank:
-            confirmed = self._confirmed_elsewhere(resolved, lead, access, page_rank)
+            confirmed = self._confirmed_elsewhere(resolved, lead, access, page_rank, spent)
             pages.extend(k for k in confirmed if k not in pages)
         for entry in resolved:
             if entry.pages:
                 entry.unresolved = None
             elif not structures:
                 entry.unresolved = "no document to resolve it in"
-        return StructureRanking(pages=pages, references=resolved)
+        return StructureRanking(pages=pages, references=resolved, lookup_ms=spent[0])
 
     def _confirmed_elsewhere(
         self,
@@ -184,15 +208,16 @@ class StructureRoutes:
         lead: Sequence[str],
         access: AccessFilter,
         page_rank: Mapping[PageKey, int],
+        spent: list[float],
     ) -> list[PageKey]:
         wanted = [e for e in resolved if e.reference.kind != "statement"]
         if not wanted:
             return []
         others = [d for d in document_order(list(page_rank), self.tail_documents) if d not in lead]
         confirmed: list[PageKey] = []
-        for structure in self._structures(access, others):
+        for structure in self._views(access, others, spent):
             for entry in wanted:
-                for number in resolve_reference(entry.reference, structure).pages:
+                for number in structure.resolve(entry.reference).pages:
                     key = (structure.doc_id, number)
                     if key not in page_rank:
                         continue
@@ -216,28 +241,38 @@ class StructureRoutes:
         terms = set(tokenize(query))
         if not terms:
             return StructureRanking(pages=[], references=[])
-        scored: list[tuple[float, int, DocumentStructure, StructureSection]] = []
-        for doc_rank, structure in enumerate(self._structures(access, doc_order[: self.documents])):
-            for section in structure.sections:
-                score = section_match(terms, section)
+        spent = [0.0]
+        views = self._views(access, doc_order[: self.documents], spent)
+        scored: list[tuple[float, int, StructureView, StructureSection]] = []
+        for doc_rank, view in enumerate(views):
+            for section, title_terms in zip(
+                view.structure.sections, view.section_terms(), strict=True
+            ):
+                score = section_match(terms, section, title_terms)
                 if score > 0:
-                    scored.append((score, doc_rank, structure, section))
+                    scored.append((score, doc_rank, view, section))
         scored.sort(key=lambda item: (-item[0], item[1]))
         pages: list[PageKey] = []
-        for _, _, structure, section in scored[: self.sections]:
-            span = [(structure.doc_id, n) for n in range(section.page_start, section.page_end + 1)]
+        for _, _, view, section in scored[: self.sections]:
+            span = [(view.doc_id, n) for n in range(section.page_start, section.page_end + 1)]
             found = sorted((k for k in span if k in page_rank), key=lambda k: page_rank[k])
             for key in found[: self.pages_per_section]:
                 if key not in pages:
                     pages.append(key)
-        return StructureRanking(pages=pages, references=[])
+        return StructureRanking(pages=pages, references=[], lookup_ms=spent[0])
 
 
-def section_match(query_terms: set[str], section: StructureSection) -> float:
+def section_match(
+    query_terms: set[str],
+    section: StructureSection,
+    title_terms: frozenset[str] | set[str] | None = None,
+) -> float:
     """How well a section title answers the query's terms: the share of the title's terms the
     query holds (at least half, and at least two terms unless the title has one), scaled down
-    for long spans, which say less about where the answer is."""
-    title_terms = set(tokenize(section.title))
+    for long spans, which say less about where the answer is. ``title_terms``: the title's
+    terms when already known (:meth:`StructureView.section_terms`)."""
+    if title_terms is None:
+        title_terms = set(tokenize(section.title))
     if not title_terms:
         return 0.0
     shared = len(title_terms & query_terms)

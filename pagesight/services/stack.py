@@ -37,7 +37,8 @@ from pagesight.models.text_embedder import SentenceTransformerEmbedder
 from pagesight.query.multistep import MultiStepSearch
 from pagesight.query.planner import build_planner
 from pagesight.query.retrieval import Retriever
-from pagesight.store.catalog import CatalogStructures, open_catalog
+from pagesight.query.structure_cache import CachedStructures
+from pagesight.store.catalog import open_catalog
 
 #: opens the live store of one index (name, the schema this process needs); the default is
 #: :func:`pagesight.index.live.open_live_store` on this process's settings
@@ -129,6 +130,12 @@ class LocalStack:
             page_embedder=self.page_embedder,
             parse=parse or parse_isolated,
         )
+        #: what searches read of the documents' structure, held per index version: refreshed
+        #: when the index's version moves, when this stack writes to it, and otherwise at most
+        #: every alias_check_s (pagesight.query.structure_cache)
+        self.structures = CachedStructures(
+            self.catalog, self.store, check_s=settings.index.alias_check_s
+        )
         self.retriever = Retriever(
             self.store,
             self.embedder,
@@ -136,7 +143,7 @@ class LocalStack:
             settings.retrieval,
             page_store=self.page_store,
             page_embedder=self.page_embedder,
-            structures=CatalogStructures(self.catalog),
+            structures=self.structures,
         )
         #: the chat model route ``agentic`` plans with (None: the rules plan)
         self.planner_llm: OpenAiChatClient | None = None
