@@ -215,6 +215,14 @@ class Element(BaseModel):
         description="character ranges of ``text`` and the line box each is printed in, in "
         "order; empty when the parser knows no finer geometry than ``bbox``",
     )
+    cells: list[list[str]] | None = Field(
+        default=None,
+        description="tables: the rows of cell texts the parser found, first row the header "
+        "row, each row as wide as the widest. The grid is the source: a parser that has one "
+        "renders ``text`` from it, and whoever needs rows and columns reads them here instead "
+        "of parsing the markdown back. None for other kinds, for a table that arrived as "
+        "markdown (a VLM's reply) and for elements stored before cells were kept",
+    )
 
 
 class Chunk(BaseModel):

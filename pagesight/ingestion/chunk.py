@@ -38,9 +38,8 @@ Rules, in the order they apply:
    element carries that element's id and bbox, and the spans of the lines it covers.
 
 5. **Table rows.** A statement-style table (:func:`pagesight.ingestion.tables.is_statement_table`:
-three or
-   more data rows labelled with words, a numeric column, not a table of contents) is also indexed
-   row by row, after all the chunks of rules 1-4: one extra chunk per data row with
+   three or more data rows labelled with words, a numeric column, not a table of contents) is
+   also indexed row by row, after all the chunks of rules 1-4: one extra chunk per data row with
    ``unit="table_row"``, its text the caption, then the line item and each value with its column
    header and the table's unit ("Current assets: Inventories | December 31, 2016: 11,461 | 2017:
    16,047 (in millions)"). The whole-table chunk stays: it answers questions about the table as a
@@ -55,7 +54,9 @@ three or
    :func:`pagesight.ingestion.ingest.chunk_index_text` puts it in front of every chunk's indexed
    text already. ``ChunkOptions.table_rows`` turns rows off; ``max_table_rows`` caps them per table
    (a 10,000-row dump must not flood the index); a row text is at most
-   :data:`pagesight.ingestion.tables.MAX_ROW_TEXT_CHARS` characters.
+   :data:`pagesight.ingestion.tables.MAX_ROW_TEXT_CHARS` characters. The rows are the table's
+   grid as the parser found it (``Element.cells``); only a table without one (a VLM's markdown,
+   an element stored before cells were kept) is read out of its markdown text.
 
 Chunks may span pages (a paragraph continuing onto the next page in the same section):
 ``page_numbers`` lists every page in order and ``bboxes`` holds one ``(page, bbox)`` per element.
@@ -86,7 +87,7 @@ from pagesight.core.types import (
     ParsedDocument,
     TextSpan,
 )
-from pagesight.ingestion.tables import is_statement_table, parse_markdown_tables, row_texts
+from pagesight.ingestion.tables import element_tables, is_statement_table, row_texts
 
 #: Joins the texts of the elements inside one chunk.
 ELEMENT_SEPARATOR = "\n"
@@ -594,7 +595,7 @@ def _row_chunks(
     """Rule 5: one chunk per data row of a statement table (none for other tables)."""
     table = unit.element
     texts: list[str] = []
-    for grid in parse_markdown_tables(table.text):
+    for grid in element_tables(table):  # its cells; its markdown only when it has none
         if len(texts) >= max_rows:
             break
         if is_statement_table(grid):

@@ -1,11 +1,16 @@
-"""Markdown tables as typed grids: header labels per column, one labelled row per line item.
+"""Tables as typed grids: header labels per column, one labelled row per line item.
 
-Every parser hands tables over as GitHub-style markdown
-(``pagesight.ingestion.parse.pdf.table_to_markdown``, OCR, the VLM, docling), first row = header.
-That text is good for reading but not for finding one number: a filing has dozens of look-alike
+A parser that finds a table's grid (PyMuPDF's table model, docling) keeps it in
+``Element.cells`` (rows of cell texts, first row = header) and renders ``Element.text`` from it as
+GitHub-style markdown; PyMuPDF tables with :func:`table_to_markdown`, the one renderer here. A
+table that arrives as markdown (a VLM's reply) has no cells, nor has an element stored before
+cells were kept: for those, :func:`markdown_table_rows` reads the rows of cells out of the
+markdown, and nothing else does (:func:`element_tables` picks).
+
+Markdown is good for reading but not for finding one number: a filing has dozens of look-alike
 statement tables and a question asks for one line item in one year, which a whole-table chunk
-dilutes in BM25 and in a dense embedding. This module reads the markdown back into a
-:class:`TableGrid` so that
+dilutes in BM25 and in a dense embedding. This module builds a :class:`TableGrid` from a
+table's rows (:func:`tables_from_rows`) so that
 
 * the chunker can index a statement table row by row (:func:`row_texts`, rule 5 of
   :mod:`pagesight.ingestion.chunk`), each row spelled out with its column headers and unit, and
@@ -28,8 +33,8 @@ What real extractions look like, and what is done about it (3M and Amazon 10-Ks,
 * Label-only rows ("Current assets:") are groups: they prefix the rows below them up to the next
   group or "Total ..." row; a label-only row whose next row's label starts in lower case is a
   label broken over two lines and joins it instead.
-* Stacked tables in one markdown block (a second header row after data rows) are split into
-  separate grids (:func:`parse_markdown_tables`).
+* Stacked tables in one grid (a second header row after data rows) are split into separate
+  grids (:func:`tables_from_rows`).
 
 Numbers stay as printed ("(1,234)", "—", "22.4%"): the BM25 tokenizer normalises them and the
 page shows them that way; only the spaces an extractor puts between a sign and its number go.
@@ -38,9 +43,11 @@ page shows them that way; only the spaces an extractor puts between a sign and i
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
+
+from pagesight.core.types import Element
 
 #: Wider tables are cut: no real statement has more columns, and it bounds the work per row.
 MAX_COLUMNS = 64
@@ -53,6 +60,8 @@ _MAX_CONTEXT_CHARS = 200
 _MAX_EXTRA_HEADER_ROWS = 4
 
 _SEPARATOR = re.compile(r"^\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)*\|?$")
+#: A cell of a rule row ("|---|:--:|"): a row of such cells reads as a rule, not as data.
+_RULE_CELL = re.compile(r":?-+:?")
 _CURRENCY = r"(?:US\$|R\$|C\$|A\$|HK\$|\$|€|£|¥|￥|₩|₹)"
 _CURRENCY_CELL = re.compile(rf"^{_CURRENCY}$")
 _SIGN_BEFORE_NUMBER = re.compile(rf"({_CURRENCY})\s+(?=[\d(.\-−–—])")
@@ -243,8 +252,39 @@ def _strip_footnote(text: str) -> str:
     return text
 
 
+def cell_text(cell: object) -> str:
+    """A cell's text as ``Element.cells`` keeps it: whitespace collapsed (a line break in a cell
+    is where the extractor wrapped a line), ``None`` (any false value) empty."""
+    return " ".join(str(cell or "").split())
+
+
+def table_cells(rows: Sequence[Sequence[object]]) -> list[list[str]]:
+    """The rows a parser found, as ``Element.cells``: each cell's :func:`cell_text`, every row
+    padded to the widest, rows without any text dropped (the first one left is the header)."""
+    width = max((len(row) for row in rows), default=0)
+    padded = [[cell_text(cell) for cell in row] + [""] * (width - len(row)) for row in rows]
+    return [row for row in padded if any(row)]
+
+
+def table_to_markdown(rows: Sequence[Sequence[object]]) -> str:
+    """A GitHub-style markdown table of ``rows`` (their :func:`table_cells`): the first row is
+    the header, a ``|`` in a cell is written ``\\|``; "" for rows without any text."""
+    cells = table_cells(rows)
+    if not cells:
+        return ""
+    lines = [_markdown_row(cells[0]), "|" + "---|" * len(cells[0])]
+    lines += [_markdown_row(row) for row in cells[1:]]
+    return "\n".join(lines)
+
+
+def _markdown_row(row: list[str]) -> str:
+    return "| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |"
+
+
 def _clean_cell(cell: str) -> str:
-    text = re.sub(r"<br\s*/?>", " ", cell, flags=re.IGNORECASE).replace("\\|", "|")
+    """A cell as grids read it: a ``<br>`` a space, whitespace collapsed, ``**bold**`` unmarked
+    (VLM markdown); the same whether the cell came from ``cells`` or from markdown."""
+    text = re.sub(r"<br\s*/?>", " ", cell, flags=re.IGNORECASE)
     text = " ".join(text.split())
     if len(text) >= 4 and text.startswith("**") and text.endswith("**"):
         text = text[2:-2].strip()
@@ -259,12 +299,13 @@ def _tidy_value(cell: str) -> str:
 
 
 def _split_row(line: str) -> list[str]:
+    """A markdown row's cells, ``\\|`` read as ``|`` (not yet cleaned)."""
     body = line.strip()
     if body.startswith("|"):
         body = body[1:]
     if body.endswith("|") and not body.endswith("\\|"):
         body = body[:-1]
-    return [_clean_cell(cell) for cell in re.split(r"(?<!\\)\|", body)]
+    return [cell.replace("\\|", "|") for cell in re.split(r"(?<!\\)\|", body)]
 
 
 def _merge_split_signs(row: list[str]) -> None:
@@ -328,29 +369,52 @@ def _starts_new_table(rows: list[list[str]], index: int) -> bool:
     return following < len(rows) and _has_numbers(rows[following])
 
 
-def _raw_tables(text: str) -> list[list[list[str]]]:
-    """The markdown tables in ``text`` as rows of cells; lines without a pipe are skipped."""
+def _stacked(entries: Iterable[list[str] | None]) -> tuple[list[list[list[str]]], bool]:
+    """Rows (``None`` for a rule row, "|---|---|") grouped into tables: a second rule with rows
+    above it starts a new table, headed by the row right above it. Also: whether any rule was
+    seen."""
     tables: list[list[list[str]]] = []
     current: list[list[str]] = []
     separated = False
+    for entry in entries:
+        if entry is None:
+            if separated and len(current) > 1:
+                header = current.pop()  # a second rule: the row above heads a new table
+                tables.append(current)
+                current = [header]
+            separated = True
+            continue
+        current.append(entry)
+    if current:
+        tables.append(current)
+    return tables, separated
+
+
+def markdown_table_rows(text: str) -> list[list[list[str]]]:
+    """The markdown tables in ``text``, each as its rows of cells (``\\|`` read as ``|``); lines
+    without a pipe are skipped, a rule line under data rows starts a new table.
+
+    Only for a table that arrives as markdown (a VLM's reply) or an element stored before
+    ``Element.cells`` was kept: a parser that has a table's grid keeps it in ``cells``.
+    """
+    entries: list[list[str] | None] = []
     for line in text.splitlines():
         stripped = line.strip()
         if "|" not in stripped:
             continue
         if _SEPARATOR.match(stripped) and "-" in stripped:
-            if separated and len(current) > 1:
-                header = current.pop()  # a second separator: the row above heads a new table
-                tables.append(current)
-                current = [header]
-            separated = True
-            continue
-        current.append(_split_row(stripped))
-    if current:
-        tables.append(current)
+            entries.append(None)
+        else:
+            entries.append(_split_row(stripped))
+    tables, separated = _stacked(entries)
     if not separated:
         # No "|---|" line: only lines that look like table rows, and at least two of them.
         tables = [t for t in tables if len(t) >= 2 and all(len(r) >= 2 for r in t)]
     return [t for t in tables if t and max(len(r) for r in t) >= 2]
+
+
+def _is_rule(row: list[str]) -> bool:
+    return all(_RULE_CELL.fullmatch(cell) for cell in row)
 
 
 def _rectangular(rows: list[list[str]]) -> list[list[str]]:
@@ -595,25 +659,51 @@ def _grid(header_count: int, rows: list[list[str]]) -> TableGrid:
     return grid
 
 
-def parse_markdown_tables(text: str) -> list[TableGrid]:
-    """Every table in a markdown text, stacked tables (a header after data rows) split apart."""
+def tables_from_rows(rows: Sequence[Sequence[object]]) -> list[TableGrid]:
+    """The grids of one table given as rows of cell texts, first row the header: a table
+    element's ``cells``, or one table of :func:`markdown_table_rows`. Stacked tables (a header
+    after data rows) are split apart; a table less than two columns wide gives none.
+
+    A row whose every cell is a run of hyphens ("| - | -- |") is a rule, as it is when the
+    table is rendered to markdown and read back: one table gives the same grids whether its rows
+    come from ``cells`` or from its markdown (an element stored before cells were kept).
+    """
+    filled = table_cells(rows)
+    if not filled or len(filled[0]) < 2:
+        return []
+    # As rendered: the header row, the rule under it, the other rows.
+    marked = [None if _is_rule(row) else row for row in filled]
+    entries = [marked[0], None, *marked[1:]]
     grids: list[TableGrid] = []
-    for raw in _raw_tables(text):
-        rows = _rectangular(raw)
-        if not rows:
+    for table in _stacked(entries)[0]:
+        cleaned = _rectangular([[_clean_cell(cell) for cell in row] for row in table])
+        if not cleaned:
             continue
-        for row in rows:
+        for row in cleaned:
             _merge_split_signs(row)
-        for header_count, block in _split_blocks(rows):
+        for header_count, block in _split_blocks(cleaned):
             grids.append(_grid(header_count, block))
     return grids
+
+
+def parse_markdown_tables(text: str) -> list[TableGrid]:
+    """Every table in a markdown text (:func:`markdown_table_rows`), stacked tables split apart."""
+    return [grid for rows in markdown_table_rows(text) for grid in tables_from_rows(rows)]
+
+
+def element_tables(element: Element) -> list[TableGrid]:
+    """The grids of a table element: built from its ``cells``; read out of its markdown
+    ``text`` only when it has none (a VLM's table, an element stored before cells were kept)."""
+    if element.cells is not None:
+        return tables_from_rows(element.cells)
+    return parse_markdown_tables(element.text)
 
 
 def parse_markdown_table(text: str) -> TableGrid | None:
     """The first table of a markdown text; None when there is no table in it.
 
     A markdown block holding stacked tables gives only the first here; the chunker reads all
-    of them with :func:`parse_markdown_tables`.
+    of a table element's grids with :func:`element_tables`.
     """
     grids = parse_markdown_tables(text)
     return grids[0] if grids else None

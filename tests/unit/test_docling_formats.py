@@ -15,6 +15,7 @@ from pagesight.core.settings import ChunkOptions, ParseOptions
 from pagesight.core.types import Document, ElementKind, ParsedDocument, SourceFormat
 from pagesight.ingestion.chunk import Chunker
 from pagesight.ingestion.parse.docling_formats import DoclingPdfParser, parse_with_docling
+from pagesight.ingestion.tables import element_tables, parse_markdown_tables, tables_from_rows
 
 TITLE, TEXT, LIST, TABLE = ElementKind.TITLE, ElementKind.TEXT, ElementKind.LIST, ElementKind.TABLE
 
@@ -123,7 +124,54 @@ def test_docx_headings_paragraph_list_and_table(docx_path: Path) -> None:
     assert table.splitlines()[0] == "| Segment | 2023 | 2024 |"
     for cell in ("Cloud", "14", "Devices", "6"):
         assert f"| {cell} " in table
+    assert parsed.elements[5].cells == [
+        ["Segment", "2023", "2024"],
+        ["Cloud", "10", "14"],
+        ["Devices", "7", "6"],
+    ]
+    assert all(e.cells is None for e in parsed.elements[:5])
     assert parsed.document.source_format == SourceFormat.DOCX
+
+
+def test_a_table_keeps_docling_s_grid_as_its_markdown_shows_it(tmp_path: Path) -> None:
+    """Cells are the rows of the markdown Docling writes: two header rows joined into one, a
+    spanning cell repeated, a line break in a cell a space; grids from them are those read
+    out of that markdown, but for a "|" in a cell, which the markdown writes "&#124;"."""
+    path = tmp_path / "segments.html"
+    path.write_text(
+        """<!doctype html><html><body><h1>Results</h1>
+        <table>
+          <tr><th rowspan="2">Segment</th><th colspan="2">Year ended December 31,</th></tr>
+          <tr><th>2023</th><th>2024</th></tr>
+          <tr><td>Cloud</td><td>$ 1,234</td><td>$ 1,500</td></tr>
+          <tr><td>Edge<br>devices</td><td>700</td><td>650</td></tr>
+          <tr><td>Licences</td><td>12</td><td>14</td></tr>
+          <tr><td>Total</td><td>1,946</td><td>2,164</td></tr>
+        </table>
+        <table>
+          <tr><th>Plan</th><th>Price</th></tr>
+          <tr><td>Basic | Pro</td><td>10</td></tr>
+          <tr><td>Team</td><td>20</td></tr>
+        </table>
+        </body></html>""",
+        encoding="utf-8",
+    )
+    parsed = _parse(path)
+    segments, plans = (e for e in parsed.elements if e.kind == TABLE)
+    assert segments.cells is not None and plans.cells is not None
+    header = segments.cells[0]
+    assert segments.text.splitlines()[0] == "| " + " | ".join(header) + " |"
+    assert header[1:] == ["Year ended December 31, - 2023", "Year ended December 31, - 2024"]
+    assert len(segments.cells) == 5
+    assert tables_from_rows(segments.cells) == parse_markdown_tables(segments.text)
+    assert [r.label for r in element_tables(segments)[0].rows] == [
+        "Cloud",
+        "Edge devices",
+        "Licences",
+        "Total",
+    ]
+    assert plans.cells[1][0] == "Basic | Pro" and "Basic &#124; Pro" in plans.text
+    assert [r.label for r in element_tables(plans)[0].rows] == ["Basic | Pro", "Team"]
 
 
 def test_html_caption_travels_with_its_table_and_figure(html_path: Path) -> None:

@@ -44,6 +44,9 @@ class RawBlock:
     #: character ranges of ``text`` and the box of the line each was printed in (PDF points);
     #: empty when the engine gives no line geometry (tables, figures, VLM elements)
     lines: list[TextLine] = field(default_factory=list, repr=False)
+    #: tables: the rows of cell texts the engine found (``Element.cells``; ``text`` is rendered
+    #: from them); None when the table came as markdown (a VLM's reply)
+    cells: list[list[str]] | None = field(default=None, repr=False)
 
 
 def _vertical_gap(a: BBox, b: BBox) -> float:
@@ -174,6 +177,7 @@ class ElementAssembler:
                         confidence=block.confidence,
                         caption=block.caption,
                         lines=lines,
+                        cells=block.cells,
                     )
                 )
                 seq += 1

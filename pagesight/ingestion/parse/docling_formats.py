@@ -37,13 +37,14 @@ from pagesight.core.types import (
     ParseWarning,
     SourceFormat,
 )
+from pagesight.ingestion.tables import table_cells
 
 if TYPE_CHECKING:
     from docling.datamodel.document import ConversionResult, InputDocument
     from docling.pipeline.simple_pipeline import SimplePipeline
     from docling.pipeline.standard_pdf_pipeline import StandardPdfPipeline
     from docling_core.transforms.serializer.markdown import MarkdownDocSerializer
-    from docling_core.types.doc import DoclingDocument, NodeItem, TextItem
+    from docling_core.types.doc import DoclingDocument, NodeItem, TableItem, TextItem
 
 #: ``Element.parser`` / ``Page.parser`` for everything this module produces.
 DOCLING_PARSER = "docling"
@@ -137,7 +138,7 @@ def docling_to_parsed(
     for item in items:
         if _inside_table(item, docling_document):
             continue  # rich table cells: their text is already in the table's markdown
-        mapped: tuple[ElementKind, str, str | None] | None
+        mapped: _Mapped | None
         if isinstance(item, TitleItem | SectionHeaderItem):
             text = item.text.strip()
             if not text:
@@ -148,12 +149,12 @@ def docling_to_parsed(
             headings.append((depth, text))
             if isinstance(item, TitleItem) and declared_title is None:
                 declared_title = text
-            mapped = (ElementKind.TITLE, text, None)
+            mapped = (ElementKind.TITLE, text, None, None)
         else:
             mapped = _body_item(item, docling_document, table_serializer, attached_captions)
         if mapped is None:
             continue
-        kind, text, caption = mapped
+        kind, text, caption, cells = mapped
         if not text.strip() and kind != ElementKind.FIGURE:
             continue  # an uncaptioned figure stays: it is content, just not text
         page_number, bbox = _provenance(item, docling_document)
@@ -171,6 +172,7 @@ def docling_to_parsed(
                 section_path=[heading for _depth, heading in headings],
                 parser=DOCLING_PARSER,
                 caption=caption,
+                cells=cells,
             )
         )
 
@@ -186,31 +188,78 @@ def docling_to_parsed(
     )
 
 
+#: An item as an element: its kind, text, caption and (tables) cells.
+_Mapped = tuple[ElementKind, str, str | None, list[list[str]] | None]
+
+
 def _body_item(
     item: NodeItem,
     docling_document: DoclingDocument,
     table_serializer: MarkdownDocSerializer,
     attached_captions: set[str],
-) -> tuple[ElementKind, str, str | None] | None:
-    """The kind, text and caption of an item that is not a heading; None for one left out
-    (page furniture, a caption that travels with its table or picture, an item with no text
-    of its own)."""
+) -> _Mapped | None:
+    """The kind, text, caption and cells of an item that is not a heading; None for one left
+    out (page furniture, a caption that travels with its table or picture, an item with no
+    text of its own)."""
     from docling_core.types.doc import CodeItem, ListItem, PictureItem, TableItem, TextItem
 
     if isinstance(item, TableItem):
         caption = _caption(item, docling_document)
-        return ElementKind.TABLE, table_serializer.serialize(item=item).text, caption
+        text = table_serializer.serialize(item=item).text
+        cells = _table_cells(item, docling_document, table_serializer) if text.strip() else None
+        return ElementKind.TABLE, text, caption, cells
     if isinstance(item, PictureItem):
         caption = _caption(item, docling_document)
-        return ElementKind.FIGURE, caption or "", caption
+        return ElementKind.FIGURE, caption or "", caption, None
     if isinstance(item, CodeItem):
-        return ElementKind.CODE, item.text, None
+        return ElementKind.CODE, item.text, None, None
     if isinstance(item, ListItem):
-        return ElementKind.LIST, item.text, None
+        return ElementKind.LIST, item.text, None, None
     if isinstance(item, TextItem):
         kind = _text_kind(item, attached_captions)
-        return None if kind is None else (kind, item.text or item.orig, None)
+        return None if kind is None else (kind, item.text or item.orig, None, None)
     return None
+
+
+def _table_cells(
+    item: TableItem, docling_document: DoclingDocument, table_serializer: MarkdownDocSerializer
+) -> list[list[str]]:
+    """The table's rows as its markdown (Docling's serializer) shows them, for
+    ``Element.cells``: Docling's grid, a rich cell (a list, a paragraph in a cell) as the
+    serializer writes it, stacked column-header rows joined into the one header row GitHub
+    markdown has, by docling_core's own rule, so that the cells and the markdown agree. A ``|``
+    in a cell stays a ``|`` (the markdown says ``&#124;``)."""
+    from docling_core.transforms.serializer.markdown import (
+        _count_header_rows,
+        _flatten_header_rows,
+    )
+    from docling_core.types.doc import RichTableCell
+
+    visited = {item.self_ref}
+    rich_texts: dict[tuple[int, int], str] = {}
+    rows: list[list[str]] = []
+    for grid_row in item.data.grid:
+        row: list[str] = []
+        for cell in grid_row:
+            if isinstance(cell, RichTableCell):
+                key = (cell.start_row_offset_idx, cell.start_col_offset_idx)
+                if key not in rich_texts:
+                    rich_texts[key] = table_serializer.serialize(
+                        item=cell.ref.resolve(doc=docling_document),
+                        visited=visited,
+                        _nested_in_table=True,
+                        in_table_cell=True,
+                    ).text
+                text = rich_texts[key]
+            else:
+                text = cell.text or ""
+            row.append(text.replace("\n", " "))
+        rows.append(row)
+    if not rows:
+        return []
+    header_rows = _count_header_rows(item)
+    header = _flatten_header_rows(rows[:header_rows], len(rows[0]))
+    return table_cells([header, *rows[header_rows:]])
 
 
 def _text_kind(item: TextItem, attached_captions: set[str]) -> ElementKind | None:

@@ -27,6 +27,7 @@ from pagesight.core.settings import ParseOptions
 from pagesight.core.types import BBox, ElementKind
 from pagesight.ingestion.parse.blocks import RawBlock
 from pagesight.ingestion.parse.text import join_boxed_lines, line_box, line_text
+from pagesight.ingestion.tables import table_cells, table_to_markdown
 
 if TYPE_CHECKING:
     import pymupdf
@@ -231,24 +232,6 @@ def page_margin_text(page: pymupdf.Page, text: dict[str, Any] | None = None) -> 
 # Born-digital pages: the layout model.
 
 
-def _cell(text: Any) -> str:
-    return " ".join(str(text or "").split()).replace("|", "\\|")
-
-
-def table_to_markdown(rows: list[list[Any]]) -> str:
-    """A GitHub-style markdown table; the first row is the header."""
-    if not rows:
-        return ""
-    width = max(len(r) for r in rows)
-    norm = [[_cell(c) for c in r] + [""] * (width - len(r)) for r in rows]
-    norm = [r for r in norm if any(r)]
-    if not norm:
-        return ""
-    lines = ["| " + " | ".join(norm[0]) + " |", "|" + "---|" * width]
-    lines += ["| " + " | ".join(r) + " |" for r in norm[1:]]
-    return "\n".join(lines)
-
-
 def _max_font_size(textlines: list[dict[str, Any]]) -> float | None:
     sizes = [span.get("size", 0.0) for line in textlines for span in line.get("spans", [])]
     return max(sizes) if sizes else None
@@ -324,10 +307,12 @@ class LayoutPageParser:
         bbox = BBox.of((box.x0, box.y0, box.x1, box.y1))
         if kind == ElementKind.TABLE:
             table = box.table or {}
-            text = table_to_markdown(table.get("extract") or [])
-            if not text:
+            # The grid the table model found is the element's cells; the text is rendered
+            # from it.
+            cells = table_cells(table.get("extract") or [])
+            if not cells:
                 return None
-            return RawBlock(kind, text, bbox, self.name)
+            return RawBlock(kind, table_to_markdown(cells), bbox, self.name, cells=cells)
         textlines = box.textlines or []
         text, lines = join_boxed_lines((line_text(line), line_box(line)) for line in textlines)
         font_size = _max_font_size(textlines) if kind == ElementKind.TITLE else None

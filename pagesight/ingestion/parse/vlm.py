@@ -510,6 +510,7 @@ class DoclingVlmEngine:
                     self.name,
                     caption=element.caption,
                     font_size=_title_size(element.kind, bbox),
+                    cells=element.cells,
                 )
             )
         return blocks
