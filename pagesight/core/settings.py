@@ -10,8 +10,8 @@ The option models live beside the package they configure, re-exported here:
 :mod:`pagesight.core.settings_query` (retrieval, multi-step, answer, corrective, page images),
 :mod:`pagesight.core.settings_index`,
 :mod:`pagesight.core.settings_serving` (gateway and its API keys, Ray Serve) and
-:mod:`pagesight.core.settings_database`. ``tests/unit/test_settings_layout.py`` keeps every name and
-default as it was (``tests/fixtures/settings.json``).
+:mod:`pagesight.core.settings_database`. ``tests/unit/project/test_settings_layout.py`` keeps
+every name and default as it was (``tests/fixtures/settings.json``).
 """
 
 from __future__ import annotations

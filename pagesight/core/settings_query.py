@@ -25,7 +25,8 @@ class RetrievalOptions(BaseModel):
         },
         description=(
             "weight of each route's ranked list in fusion; visual is below 1 so that a model "
-            "that knows nothing costs <= 0.05 page_hit@5 (tests/unit/test_fusion_quality.py); "
+            "that knows nothing costs <= 0.05 page_hit@5 "
+            "(tests/unit/query/test_fusion_quality.py); "
             "'page' is the page-aggregated keyword signal (0.5: at 1 it cost page_hit@5 "
             "0.816 -> 0.802 on the full set once the statement route ranked the filings' "
             "statements), 'row' the keyword ranking of table-row units, 'reference' the pages "

@@ -179,7 +179,7 @@ class HttpBackend:
 
 
 #: HttpBackend implements both roles of the protocol: the type checker proves it here, and
-#: tests/unit/test_backend_protocols.py that its parameters are named as the protocol's.
+#: tests/unit/services/test_backend_protocols.py that its parameters are named as the protocol's.
 _HTTP_BACKEND: type[IndexBackend] = HttpBackend
 
 

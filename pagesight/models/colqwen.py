@@ -17,7 +17,7 @@ merged patches appear in raster order: patch ``i`` is cell ``(i // cols, i % col
 is fixed by the processor (it flattens patches as ``(row block, col block, 2, 2)``, and the
 patch merger folds each run of ``merge_size²`` patches into one token) and by the model's 3-D
 rotary positions (height id ``i // cols``, width id ``i % cols``); both are checked in
-``tests/unit/test_colqwen.py``. :func:`patch_boxes` turns that into page-unit boxes.
+``tests/unit/models/test_colqwen.py``. :func:`patch_boxes` turns that into page-unit boxes.
 
 Batching: pages are grouped by a token budget (``page_batch_tokens``), not a fixed count, because
 the language model pads every page of a batch to its longest; pages are sorted by size first so

@@ -46,7 +46,7 @@ _PAGE_FIELDS = ("doc_id", "page_number")
 
 #: Weight of the visual ranking against the text ranking (1.0) in :func:`fuse_visual_ranking`.
 #: The retriever's default visual route weight: with a model that knows nothing the visual
-#: vote costs little, with a good one it gains (tests/unit/test_fusion_quality.py).
+#: vote costs little, with a good one it gains (tests/unit/query/test_fusion_quality.py).
 DEFAULT_VISUAL_WEIGHT = 0.7
 
 

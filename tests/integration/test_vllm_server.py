@@ -67,7 +67,7 @@ from pagesight.query.answer import AnswerPipeline
 from pagesight.query.context import build_context
 from pagesight.query.generation import SCHEMA_NAME, answer_schema, build_messages
 from pagesight.services.index_service import IndexService
-from tests.unit.test_vision import Pages
+from tests.unit.query.test_vision import Pages
 from tests.vllm import VllmServer, report, serve
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -1,6 +1,6 @@
 """Answers with page images against a real vLLM server on CPU serving a tiny random Qwen2-VL.
 
-The scripted-server tests (test_answer_vision.py, tests/unit/test_vision.py) fix what the
+The scripted-server tests (test_answer_vision.py, tests/unit/query/test_vision.py) fix what the
 pipeline sends and how it checks replies; this proves that a real VLM server accepts it: the
 ``image_url`` data-URL parts inside numbered blocks, next to text blocks, with ``response_format``
 json_schema and with streaming, and that the image budget holds by the server's own token count.
@@ -46,7 +46,7 @@ from pagesight.query.generation import build_messages
 from pagesight.query.vision import image_block_id, numbered_after, page_image_blocks
 from pagesight.services.index_service import IndexService
 from tests.fakes import TableSearch
-from tests.unit.test_vision import Pages
+from tests.unit.query.test_vision import Pages
 from tests.vllm import VllmServer, report, serve, vision_path
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -95,7 +95,7 @@ def test_born_digital_pages_parse_in_the_child(tmp_path: Any) -> None:
     """The child is forked from a server that imported pymupdf, whose layout model's ONNX
     thread pools belong to that server: replacing the model in the child once let it be
     freed, and freeing it joins threads the child does not have (a hang, here a timeout)."""
-    from tests.unit.test_plain_pages import _report as report_pdf
+    from tests.unit.ingestion.test_plain_pages import _report as report_pdf
 
     path = report_pdf(tmp_path / "report.pdf")
     assert _run(_parse_then_collect, (str(path),), timeout_s=60, memory_mb=4096) == [
@@ -118,7 +118,7 @@ def _record_pid_then_work(pid_file: str, report: bool, progress: Any) -> None:
 _PARENT = """
 import sys
 sys.path.insert(0, {repo!r})
-from tests.unit.test_isolation import _record_pid_then_work
+from tests.unit.ingestion.test_isolation import _record_pid_then_work
 from pagesight.ingestion.isolation import run_isolated
 if __name__ == "__main__":
     run_isolated(
@@ -138,7 +138,7 @@ def test_a_parse_dies_with_its_service_and_writes_nothing(tmp_path: Any, report:
     from pathlib import Path
 
     pid_file = tmp_path / "child.pid"
-    repo = str(Path(__file__).resolve().parents[2])
+    repo = str(Path(__file__).resolve().parents[3])
     script = _PARENT.format(repo=repo, pid_file=str(pid_file), report=report)
     parent = subprocess.Popen(
         [sys.executable, "-c", script], stderr=subprocess.PIPE, text=True, cwd=repo

@@ -20,7 +20,7 @@ import yaml
 from k8s import sync_serve_config, validate
 from k8s.validate import Doc
 
-K8S = Path(__file__).resolve().parents[2] / "k8s"
+K8S = Path(__file__).resolve().parents[3] / "k8s"
 
 
 @pytest.fixture(autouse=True)

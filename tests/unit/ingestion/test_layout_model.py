@@ -16,7 +16,7 @@ from PIL import Image
 from pagesight.core.settings import RenderOptions
 from pagesight.ingestion.parse import layout_model
 from pagesight.ingestion.render import BackgroundImageWriter, PageImageStore
-from tests.unit.test_plain_pages import _report
+from tests.unit.ingestion.test_plain_pages import _report
 
 
 def _model_file(pattern: str) -> str:

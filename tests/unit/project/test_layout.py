@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 ROOT = REPO / "pagesight"
 #: The rooms, from the bottom up (pyproject.toml's layers contract says which may import which).
 ROOMS = (
@@ -156,6 +156,16 @@ def test_no_module_is_over_the_line_limit() -> None:
     assert not unexpected, f"over {MAX_MODULE_LINES} lines, split them: {unexpected}"
     # the exceptions are real (a module that got small enough leaves the list)
     assert set(over) == set(OVERSIZED), {p: sizes.get(p) for p in OVERSIZED.keys() - over.keys()}
+
+
+def test_unit_tests_are_grouped_by_room() -> None:
+    """``tests/unit/<room>/`` for each room's tests, ``bench`` and ``project`` (repository-wide
+    checks) beside them; the machine's own checks are in ``tests/environment``."""
+    unit = REPO / "tests" / "unit"
+    loose = sorted(p.name for p in unit.glob("test_*.py"))
+    assert not loose, loose
+    folders = {p.name for p in unit.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders <= {*ROOMS, "bench", "project"}, folders - {*ROOMS, "bench", "project"}
 
 
 def test_the_rooms_are_the_packages_of_the_tree() -> None:

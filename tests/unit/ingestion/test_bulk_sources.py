@@ -97,7 +97,7 @@ def test_rayjob_manifest_names_real_settings(monkeypatch: pytest.MonkeyPatch) ->
 
     from pagesight.core.settings import Settings
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     job = yaml.safe_load((root / "k8s" / "rayjob-bulk.yaml").read_text())
     assert job["kind"] == "RayJob" and job["spec"]["entrypoint"].startswith("pagesight bulk ")
     env = yaml.safe_load(job["spec"]["runtimeEnvYAML"])["env_vars"]

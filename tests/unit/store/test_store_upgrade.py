@@ -34,7 +34,7 @@ from pagesight.store.schema import head_revision
 from pagesight.store.tables import UNFINISHED
 from pagesight.store.traces import TraceStore
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "store" / "v0"
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "store" / "v0"
 FILES = ("catalog.sqlite3", "traces.sqlite3", "api-keys.json")
 #: Long enough that the fixture's traces never age out of a test run.
 FOREVER_S = 100 * 365 * 86400

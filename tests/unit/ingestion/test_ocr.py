@@ -36,7 +36,7 @@ from pagesight.ingestion.ocr.preprocess import (
 from pagesight.ingestion.ocr.rapid import RapidOcrEngine, _lines_from_output
 from pagesight.ingestion.ocr.tesseract import TesseractEngine
 
-EVAL_ROBUST = Path(__file__).resolve().parents[3] / "shared" / "eval" / "robust"
+EVAL_ROBUST = Path(__file__).resolve().parents[4] / "shared" / "eval" / "robust"
 DPI = 200
 
 ENGLISH_LINES = [

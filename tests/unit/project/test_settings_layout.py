@@ -3,7 +3,8 @@
 ``tests/fixtures/settings.json`` holds ``Settings().model_dump(mode="json")`` and
 ``Settings.model_json_schema()`` (every name, default, type, bound and description) as computed
 from ``pagesight/core/settings.py`` before it was split. A deliberate change to a setting rewrites
-the fixture: ``python -m tests.unit.test_settings_layout --write``, and the diff shows the change.
+the fixture: ``python -m tests.unit.project.test_settings_layout --write``, and the diff shows
+the change.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pydantic import BaseModel
 import pagesight.core.settings
 from pagesight.core.settings import Settings
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "settings.json"
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "settings.json"
 SETTINGS_MODULES = (
     "pagesight.core.settings_ingestion",
     "pagesight.core.settings_models",

@@ -28,7 +28,7 @@ from pagesight.gateway.limits import ConcurrencyLimiter, RateLimited
 from pagesight.gateway.tracing import trace_id_from_headers
 from pagesight.ingestion.url_sources import SourcePolicy
 
-CONFIGS = sorted((Path(__file__).parents[2] / "pagesight" / "entrypoints" / "serve").glob("*.yaml"))
+CONFIGS = sorted((Path(__file__).parents[3] / "pagesight" / "entrypoints" / "serve").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)

@@ -15,12 +15,10 @@ from pagesight.core.ids import chunk_id, element_id
 from pagesight.core.settings import ChunkOptions
 from pagesight.core.types import BBox, Chunk, Document, Element, ElementKind, Page, ParsedDocument
 from pagesight.ingestion.chunk import Chunker
+from pagesight.ingestion.table_periods import Period, detect_period, detect_unit
 from pagesight.ingestion.tables import (
     MAX_ROW_TEXT_CHARS,
-    Period,
     TableGrid,
-    detect_period,
-    detect_unit,
     is_nil,
     is_number,
     is_statement_table,
@@ -29,7 +27,7 @@ from pagesight.ingestion.tables import (
     row_texts,
 )
 
-PDFS = Path(__file__).resolve().parents[2].parent / "shared" / "eval" / "pdfs"
+PDFS = Path(__file__).resolve().parents[3].parent / "shared" / "eval" / "pdfs"
 
 # Amazon 2017 10-K, page 40 (as extracted): a spanning header cut over two cells.
 BALANCE_SHEET = """\

@@ -16,7 +16,7 @@ from bench import bench_gateway
 from pagesight.entrypoints.serve_app import AppArgs
 from pagesight.gateway.auth import new_key
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 def _make_target_argv() -> list[str]:

@@ -583,7 +583,7 @@ def test_a_500_page_document_well_under_a_second() -> None:
 # the top/bottom margin bands do not reach: those are pinned as unlabelled until margin_text reads
 # them (a test below shows what detect_folios does once it does).
 
-EVAL_PDFS = Path(__file__).resolve().parents[2].parent / "shared" / "eval" / "pdfs"
+EVAL_PDFS = Path(__file__).resolve().parents[3].parent / "shared" / "eval" / "pdfs"
 
 
 def _margin_pages(name: str, first: int = 1, last: int | None = None) -> list[Page]:
