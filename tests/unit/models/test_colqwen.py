@@ -1,6 +1,6 @@
 """The ColQwen2 page/query embedder, on a tiny random ColQwen2 built offline.
 
-The tiny checkpoint (pagesight/models/tiny_colqwen.py) loads through the real
+The tiny checkpoint (pagesight/models/testing/tiny_colqwen.py) loads through the real
 ``ColQwen2.from_pretrained``, so these tests cover loading, the processor, batching and padding
 exactly as with real weights; only the numbers are meaningless. A ``gpu`` test runs real weights
 from ``PAGESIGHT_TEST_COLQWEN_DIR`` when that and a CUDA device are present.
@@ -29,7 +29,7 @@ from pagesight.models.colqwen import (
     patch_boxes,
     set_max_visual_tokens,
 )
-from pagesight.models.tiny_colqwen import TINY_MAX_VISUAL_TOKENS, build_tiny_colqwen2
+from pagesight.models.testing.tiny_colqwen import TINY_MAX_VISUAL_TOKENS, build_tiny_colqwen2
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 

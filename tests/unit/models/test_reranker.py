@@ -1,9 +1,9 @@
 """The reranker, on a tiny random XLM-R cross-encoder built offline.
 
-The tiny checkpoint (pagesight/models/tiny_reranker.py) loads through the real ``AutoTokenizer`` /
-``AutoModelForSequenceClassification.from_pretrained``, like ``BAAI/bge-reranker-v2-m3``, so
-these tests cover loading, pairing, truncation, batching and padding as with real weights; only
-the scores are meaningless.
+The tiny checkpoint (pagesight/models/testing/tiny_reranker.py) loads through the real
+``AutoTokenizer`` / ``AutoModelForSequenceClassification.from_pretrained``, like
+``BAAI/bge-reranker-v2-m3``, so these tests cover loading, pairing, truncation, batching and padding
+as with real weights; only the scores are meaningless.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pagesight.models.reranker import (
     Ranker,
     build_ranker,
 )
-from pagesight.models.tiny_reranker import build_tiny_cross_encoder
+from pagesight.models.testing.tiny_reranker import build_tiny_cross_encoder
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 

@@ -110,7 +110,7 @@ def train_byte_level_bpe(
 ) -> tuple[dict[str, int], Any]:
     """``(vocab, merges)`` of a byte-level BPE trained on ``corpus`` (deterministic), in the
     form ``Qwen2Tokenizer(vocab=..., merges=...)`` takes; shared by the tiny Qwen builders
-    (here and pagesight.models.tiny_colqwen)."""
+    (here and pagesight.models.testing.tiny_colqwen)."""
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
     bpe = Tokenizer(models.BPE())
@@ -203,8 +203,8 @@ def save_random_chat_model(
 
 
 def main() -> None:
-    """``python -m pagesight.models.tiny_qwen2 DIR``: write the tiny chat model, e.g. to serve it
-    with vLLM and point ``PAGESIGHT_LLM__BASE_URL`` at it (noise, not answers)."""
+    """``python -m pagesight.models.testing.tiny_qwen2 DIR``: write the tiny chat model, e.g. to
+    serve it with vLLM and point ``PAGESIGHT_LLM__BASE_URL`` at it (noise, not answers)."""
     import argparse
 
     parser = argparse.ArgumentParser(description=main.__doc__)

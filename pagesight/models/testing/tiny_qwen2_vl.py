@@ -6,23 +6,23 @@ config, generation config, tokenizer with a chat template, image processor) with
 visual answer path talks to a real OpenAI-compatible server whose image handling (``image_url``
 data URLs, Qwen2-VL's resizing and patching, the vision tower, M-RoPE positions), chat
 templating, structured outputs and streaming are the production ones; only the words are noise.
-It is the multimodal sibling of :mod:`pagesight.models.tiny_qwen2` and reuses its tokenizer and the
-Qwen2-VL config helpers of :mod:`pagesight.models.tiny_colqwen`.
+It is the multimodal sibling of :mod:`pagesight.models.testing.tiny_qwen2` and reuses its tokenizer
+and the Qwen2-VL config helpers of :mod:`pagesight.models.testing.tiny_colqwen`.
 
 Why these choices:
 
 * **Architecture.** ``Qwen2VLForConditionalGeneration``, the family of Qwen's VL answer models,
-  at toy widths. Text as :mod:`pagesight.models.tiny_qwen2`: hidden 64, 2 layers, 2 attention heads
-  of 64 / 2 = 32 (vLLM's CPU attention rejects head_dim 16), 2 KV heads; M-RoPE sections
-  ``[4, 6, 6]`` (temporal, height, width) must sum to head_dim / 2 = 16. Vision as
-  :mod:`pagesight.models.tiny_colqwen`: 2 blocks of width 32 (2 heads), patch 14, spatial merge 2
-  (each merged token covers 28 x 28 pixels), merger output = text hidden size 64.
-* **Tokenizer.** :func:`pagesight.models.tiny_qwen2.build_tokenizer` (byte-level BPE over the answer
-  prompt's words, ``<|im_end|>`` as EOS, ``<|endoftext|>`` as pad) plus Qwen2-VL's vision
+  at toy widths. Text as :mod:`pagesight.models.testing.tiny_qwen2`: hidden 64, 2 layers, 2
+  attention heads of 64 / 2 = 32 (vLLM's CPU attention rejects head_dim 16), 2 KV heads; M-RoPE
+  sections ``[4, 6, 6]`` (temporal, height, width) must sum to head_dim / 2 = 16. Vision as
+  :mod:`pagesight.models.testing.tiny_colqwen`: 2 blocks of width 32 (2 heads), patch 14, spatial
+  merge 2 (each merged token covers 28 x 28 pixels), merger output = text hidden size 64.
+* **Tokenizer.** :func:`pagesight.models.testing.tiny_qwen2.build_tokenizer` (byte-level BPE over
+  the answer prompt's words, ``<|im_end|>`` as EOS, ``<|endoftext|>`` as pad) plus Qwen2-VL's vision
   special tokens (``<|vision_start|>``, ``<|image_pad|>``, ...) added as special tokens; the
   config's ``image_token_id`` etc. are this tokenizer's ids, not Qwen's 151643+.
-* **Chat template.** ChatML as in :mod:`pagesight.models.tiny_qwen2`, but a content part of type
-  ``image`` (what vLLM hands the template for an OpenAI ``image_url`` part) or ``image_url``
+* **Chat template.** ChatML as in :mod:`pagesight.models.testing.tiny_qwen2`, but a content part
+  of type ``image`` (what vLLM hands the template for an OpenAI ``image_url`` part) or ``image_url``
   renders as ``<|vision_start|><|image_pad|><|vision_end|>``, as in Qwen2-VL's own template;
   the server's multimodal processor expands the one ``<|image_pad|>`` into one token per merged
   patch. Text parts render as their text.
@@ -47,15 +47,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pagesight.models.tiny_colqwen import (
+from pagesight.models.testing.tiny_colqwen import (
     QWEN_SPECIAL_TOKENS,
     TINY_TEXT_CONFIG,
     TINY_VISION_CONFIG,
     build_image_processor,
     qwen2vl_config,
 )
-from pagesight.models.tiny_qwen2 import TINY_MAX_LENGTH, save_random_chat_model
-from pagesight.models.tiny_qwen2 import build_tokenizer as build_text_tokenizer
+from pagesight.models.testing.tiny_qwen2 import TINY_MAX_LENGTH, save_random_chat_model
+from pagesight.models.testing.tiny_qwen2 import build_tokenizer as build_text_tokenizer
 
 #: Text widths of the tiny VL model (module doc): head_dim 64 / 2 = 32, M-RoPE 4 + 6 + 6 = 16.
 TINY_VL_TEXT_CONFIG: dict[str, Any] = {
@@ -117,8 +117,8 @@ def build_tiny_qwen2_vl(path: Path, seed: int = 0) -> Path:
 
 
 def main() -> None:
-    """``python -m pagesight.models.tiny_qwen2_vl DIR``: write the tiny VL chat model, e.g. to serve
-    it with vLLM (noise, not answers)."""
+    """``python -m pagesight.models.testing.tiny_qwen2_vl DIR``: write the tiny VL chat model, e.g.
+    to serve it with vLLM (noise, not answers)."""
     import argparse
 
     parser = argparse.ArgumentParser(description=main.__doc__)

@@ -145,8 +145,8 @@ def build_tiny_cross_encoder(path: Path, seed: int = 0) -> Path:
 
 
 def main() -> None:
-    """``python -m pagesight.models.tiny_reranker DIR``: write the tiny cross-encoder, e.g. to try
-    the reranker end to end without real weights (point ``RerankerOptions.model`` at DIR)."""
+    """``python -m pagesight.models.testing.tiny_reranker DIR``: write the tiny cross-encoder, e.g.
+    to try the reranker end to end without real weights (point ``RerankerOptions.model`` at DIR)."""
     import argparse
 
     parser = argparse.ArgumentParser(description=main.__doc__)

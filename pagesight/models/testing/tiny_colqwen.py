@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pagesight.models.colqwen import make_colqwen2_processor, set_max_visual_tokens
-from pagesight.models.tiny_qwen2 import train_byte_level_bpe
+from pagesight.models.testing.tiny_qwen2 import train_byte_level_bpe
 
 if TYPE_CHECKING:
     import torch
@@ -287,8 +287,8 @@ def _checkpoint_key(name: str) -> str:
 
 
 def main() -> None:
-    """``python -m pagesight.models.tiny_colqwen DIR``: write the tiny model, e.g. to try the visual
-    route end to end without real weights (``PAGESIGHT_VISUAL__MODEL=DIR``)."""
+    """``python -m pagesight.models.testing.tiny_colqwen DIR``: write the tiny model, e.g. to try
+    the visual route end to end without real weights (``PAGESIGHT_VISUAL__MODEL=DIR``)."""
     import argparse
 
     parser = argparse.ArgumentParser(description=main.__doc__)
