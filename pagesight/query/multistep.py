@@ -75,7 +75,7 @@ from pagesight.query.planner import (
 )
 from pagesight.query.retrieval import Retriever
 from pagesight.query.snippets import snippet
-from pagesight.query.structure_cache import CachedStructures, FreshViews, StructureView
+from pagesight.query.structure_cache import StructureView
 
 #: ``PageHit.route_scores`` key of a page reached by following a reference.
 FOLLOWED_ROUTE = "followed"
@@ -483,20 +483,9 @@ class MultiStepSearch:
         """The document's structure (once per run; a stack's cache keeps it across runs)."""
         if doc_id not in run.structures:
             routes = self.retriever.structure_routes
-            cache = self._cache()
-            view = None
-            if cache is not None:
-                view = cache.view_of(run.access, doc_id)
-            elif routes is not None:
-                view = FreshViews(routes.structures).view_of(run.access, doc_id)
+            view = routes.views.view_of(run.access, doc_id) if routes is not None else None
             run.structures[doc_id] = view
         return run.structures[doc_id]
-
-    def _cache(self) -> CachedStructures | None:
-        """The stack's structure cache, if the retriever's structures come from one."""
-        routes = self.retriever.structure_routes
-        source = routes.structures if routes is not None else None
-        return source if isinstance(source, CachedStructures) else None
 
     def _document_pages(self, run: _Run, doc_id: str) -> dict[int, list[dict[str, Any]]]:
         """Every chunk of a document ``access`` may read, by page, in reading order."""
@@ -528,7 +517,7 @@ class MultiStepSearch:
         """The page's chunks read by id (see :meth:`_page_chunks`); None without a page map,
         or when a chunk of the page cannot be read (hidden from ``access``, or gone): then
         the whole document is read, as without a cache."""
-        cache = self._cache()
+        cache = self.retriever.structure_cache
         if cache is None:
             return None
         doc_id, page = key

@@ -53,7 +53,14 @@ from pagesight.core.errors import ErrorCode, PageSightError, Stage
 from pagesight.core.keys_file import load_records
 from pagesight.core.settings import Settings
 from pagesight.store import tables as t
-from pagesight.store.postgres import DIALECT, PostgresDb, conninfo, current_revision, head_revision
+from pagesight.store.postgres import (
+    DIALECT,
+    PostgresDb,
+    conninfo,
+    current_revision,
+    head_revision,
+    one_line,
+)
 from pagesight.store.sqlite import SqliteDb
 from pagesight.store.tables import json_without_nul
 
@@ -140,11 +147,8 @@ class MigrationReport(BaseModel):
 def connect(settings: Settings, *, wait_s: float = 0.0) -> PostgresDb:
     """A small pool on ``settings.database_url``, without the schema check that
     :func:`pagesight.store.postgres.open_database` makes (``db upgrade`` exists to fix what it
-    refuses).
-
-    One plain connection is tried first: a pool retries a server it cannot reach until its
-    timeout, and the person at the terminal wants libpq's reason at once, on one line."""
-
+    refuses). ``PostgresDb`` tries one plain connection before its pool (libpq's reason at
+    once, on one line); ``wait_s``: keep trying that long for a database that is starting."""
     if settings.database_url is None:
         raise PageSightError(
             ErrorCode.INVALID_REQUEST,
@@ -181,7 +185,7 @@ def upgrade_schema(db: PostgresDb, revision: str = "head") -> UpgradeResult:
         before, after = upgrade(db, revision)
     except CommandError as exc:
         raise PageSightError(
-            ErrorCode.INVALID_REQUEST, Stage.DATABASE, f"cannot upgrade: {_one_line(exc)}"
+            ErrorCode.INVALID_REQUEST, Stage.DATABASE, f"cannot upgrade: {one_line(exc)}"
         ) from None
     return UpgradeResult(before=before, after=after)
 
@@ -369,11 +373,11 @@ def _copy_all(db: PostgresDb, sources: list[_Source], report: MigrationReport) -
     except (psycopg.DataError, psycopg.IntegrityError) as exc:
         raise _error(
             ErrorCode.CORRUPT,
-            f"PostgreSQL refused a source row, nothing was committed: {_one_line(exc)}",
+            f"PostgreSQL refused a source row, nothing was committed: {one_line(exc)}",
         ) from None
     except psycopg.Error as exc:
         raise _error(
-            ErrorCode.INTERNAL, f"the copy failed, nothing was committed: {_one_line(exc)}"
+            ErrorCode.INTERNAL, f"the copy failed, nothing was committed: {one_line(exc)}"
         ) from None
 
 
@@ -495,7 +499,7 @@ def _key_rows(path: Path) -> list[tuple[Any, ...]]:
     try:
         records = load_records(path)
     except (ValueError, OSError) as exc:
-        raise _error(ErrorCode.INVALID_REQUEST, _one_line(exc)) from None
+        raise _error(ErrorCode.INVALID_REQUEST, one_line(exc)) from None
     for field in ("key_id", "sha256"):
         seen = Counter(getattr(r, field) for r in records)
         twice = sorted(v for v, n in seen.items() if n > 1)
@@ -513,13 +517,8 @@ def _key_rows(path: Path) -> list[tuple[Any, ...]]:
 def _reason(exc: BaseException) -> str:
     """The driver's message of a SQLAlchemy error (its own adds the statement)."""
     orig = getattr(exc, "orig", None)
-    return _one_line(orig if orig is not None else exc)
+    return one_line(orig if orig is not None else exc)
 
 
 def _error(code: ErrorCode, message: str) -> PageSightError:
     return PageSightError(code, Stage.DATABASE, message)
-
-
-def _one_line(exc: BaseException) -> str:
-    """libpq and pydantic messages span lines (a hint, a DETAIL); the CLI prints one."""
-    return " ".join(str(exc).split())

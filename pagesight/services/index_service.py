@@ -62,16 +62,13 @@ from pagesight.index.forwarded import read_primitive
 from pagesight.index.vectors import CHUNK_COLLECTION, PAGE_COLLECTION
 from pagesight.ingestion.ingest import DocumentParseFn
 from pagesight.ingestion.url_sources import SourcePolicy
-from pagesight.query.answer import AnswerPipeline
 from pagesight.services.document_service import DocumentService
 from pagesight.services.engine import build_answer_pipeline
 from pagesight.services.ingest_worker import IngestWorker, upload_root
 from pagesight.services.metrics import ServiceMetrics
-from pagesight.services.query_service import FifoSlots, QueryService, Stores
+from pagesight.services.query_service import QueryService, Stores
 from pagesight.services.stack import LocalStack, StoreOpener
 from pagesight.store.traces import open_traces
-
-__all__ = ["FifoSlots", "IndexService"]
 
 
 class IndexService:
@@ -118,11 +115,6 @@ class IndexService:
     def worker_id(self) -> str:
         """This process's id in job claims (two workers never run the same job)."""
         return self.ingest_worker.worker_id
-
-    @property
-    def _answers(self) -> AnswerPipeline | None:
-        """The query side's answer pipeline (tests swap its LLM)."""
-        return self.query_service.answers
 
     def warm_up(self, worker: bool = True) -> None:
         """Open the index, catalog and trace store, load the query models, start the ingest

@@ -191,7 +191,7 @@ def reach(dsn: str, options: DatabaseOptions, *, wait_s: float = 0.0) -> None:
             psycopg.connect(dsn, connect_timeout=timeout).close()
             return
         except psycopg.Error as exc:
-            cause = " ".join(str(exc).split())
+            cause = one_line(exc)
             left = deadline - time.monotonic()
             if left < RETRY_EVERY_S:
                 raise _unavailable(f"cannot connect to PostgreSQL: {cause}") from None
@@ -336,6 +336,11 @@ def upgrade(db: PostgresDb, revision: str = "head") -> tuple[str | None, str]:
         raise _unavailable(f"database unreachable: {exc.orig}") from None
     finally:
         engine.dispose()
+
+
+def one_line(exc: BaseException) -> str:
+    """libpq's messages span lines (a hint, a DETAIL); a command prints one."""
+    return " ".join(str(exc).split())
 
 
 def _config_error(message: str) -> PageSightError:

@@ -228,7 +228,7 @@ def script(llm: tuple[str, Script]) -> Iterator[Script]:
 def extractive(service: IndexService, monkeypatch: pytest.MonkeyPatch) -> None:
     """Answers without an LLM for one test, as the embedded default gives them: the service's
     answer pipeline with its model unset (the rest of the module keeps the scripted stub)."""
-    pipeline = service._answers
+    pipeline = service.query_service.answers
     assert pipeline is not None
     monkeypatch.setattr(pipeline, "llm", None)
 

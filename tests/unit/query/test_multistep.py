@@ -25,6 +25,7 @@ from pagesight.core.types import (
 from pagesight.index.base import StoredPoint
 from pagesight.query.multistep import FOLLOWED_ROUTE, MultiStepSearch
 from pagesight.query.retrieval import Retriever
+from pagesight.query.structure_cache import FreshViews
 
 ACCESS = AccessFilter(tenant="t")
 
@@ -70,6 +71,7 @@ class Structures:
 class Routes:
     def __init__(self, structures: Structures) -> None:
         self.structures = structures
+        self.views = FreshViews(structures)
 
 
 class Clock:
@@ -98,6 +100,7 @@ class ScriptedRetriever:
         pages = {key for ranking in rankings.values() for key in ranking}
         self.chunk_store = Store({key: "" for key in pages} | (texts or {}))
         self.structure_routes = Routes(Structures(structures or {}))
+        self.structure_cache = None
         self.options = RetrievalOptions()
         self.visual_available = False
         self.clock = clock or Clock()
