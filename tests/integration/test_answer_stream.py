@@ -213,7 +213,7 @@ def test_extractive_stream_quotes_then_answers(
     """Without an LLM the checked extractive answer is streamed sentence by sentence, markers
     included: the tokens add up to exactly the final answer with its citations."""
     # The same service with its LLM unset: warming a second one would cost ~20 s.
-    monkeypatch.setattr(service._answers, "llm", None)
+    monkeypatch.setattr(service.query_service.answers, "llm", None)
     events = list(_client(http).answer_stream(QUESTION, route="text"))
     *tokens, final = events
     assert isinstance(final, AnswerResponse) and final.mode == "extractive"

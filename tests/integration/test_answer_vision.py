@@ -50,7 +50,7 @@ CHART_QUESTION = "What does the chart of parcels moved by Northwind Logistics sh
 @pytest.fixture()
 def vision(service: IndexService) -> Iterator[None]:
     """The service's answers with ``PAGESIGHT_LLM__VISION=auto`` (set back afterwards)."""
-    pipeline = service._answers
+    pipeline = service.query_service.answers
     assert pipeline is not None and pipeline.images is not None
     before = pipeline.vision
     pipeline.vision = "auto"
