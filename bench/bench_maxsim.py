@@ -74,6 +74,13 @@ import numpy.typing as npt
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
+from bench.maxsim_layouts import (  # noqa: E402  # after sys.path
+    DEFAULT_LAYOUTS,
+    LayoutStore,
+    layout_point,
+    layout_rows,
+    layout_targets,
+)
 from pagesight.core.settings import IndexOptions, RetrievalOptions  # noqa: E402  # after sys.path
 from pagesight.core.types import EVERYONE, AccessFilter  # noqa: E402  # after sys.path
 from pagesight.index.base import IndexPoint, IndexSchema, MultiVectorSpec  # noqa: E402  # after sys.path
@@ -422,6 +429,20 @@ class _Bench:
             self.index_path = self.workdir / "index"
         # the exact baseline's copy
         self.corpus = np.empty((sizes[-1], PATCHES, DIM), dtype=np.float32)
+        # One index per page layout, each in a directory of its own (bench/maxsim_layouts.py).
+        self.layout_root = Path(tempfile.mkdtemp(prefix="bench-maxsim-layouts-", dir=args.workdir))
+        self.layouts = [
+            LayoutStore.create(
+                self.layout_root,
+                name,
+                FULL,
+                DIM,
+                f"mean-blocks-{BLOCKS[0]}x{BLOCKS[1]}",
+                args.segment_mb,
+            )
+            for name in args.layouts.split(",")
+            if name
+        ]
         self.written = 0
         self.built: dict[str, Any] = {}
         if self.reuse:
@@ -450,6 +471,10 @@ class _Bench:
 
     def close(self) -> None:
         self.store.close()
+        for layout in self.layouts:
+            layout.close()
+        if not self.args.keep:
+            shutil.rmtree(self.layout_root, ignore_errors=True)
         if self.workdir is not None and not self.args.keep:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -464,13 +489,19 @@ class _Bench:
             pages32 = l2_normalise(block.reshape(-1, DIM).astype(np.float32))
             pages32 = pages32.reshape(block.shape)
             self.corpus[self.written : self.written + len(block)] = pages32
-            if not self.reuse:
+            if not self.reuse or self.layouts:
                 write_started = time.perf_counter()
                 points = [page_point(self.written + i, page) for i, page in enumerate(pages32)]
-                self.store.upsert(points)
+                if not self.reuse:
+                    self.store.upsert(points)
                 write_s += time.perf_counter() - write_started
+                for layout in self.layouts:
+                    layout.upsert([layout_point(p, FULL, POOLED_BLOCKS, POOLED) for p in points])
             self.written += len(block)
         generate_s = time.perf_counter() - started - write_s
+        generate_s -= sum(layout.write_s for layout in self.layouts)
+        for layout in self.layouts:
+            layout.settle()
         if self.reuse:
             built = self.built
             write_s = new / built["upsert_pages_per_s"]
@@ -508,12 +539,17 @@ class _Bench:
         exact_maxsim(self.corpus, n_pages, queries[0])  # warm-up, untimed
         for stage in FIRST_STAGES:
             two_stage(self.store, stage, queries[0].tolist(), self.access, prefetches[-1], args)
+        for layout in self.layouts:
+            layout.query(
+                FULL, queries[0].tolist(), self.access, TOP_K, prefetches[-1], args.coarse_limit
+            )
         measured = _Queries(targets, queries)
         # Per query, the exact scan and every first stage x prefetch run in a shuffled
         # order: whatever runs right after numpy's matmul shares the cores with OpenBLAS
         # threads still spinning, and that penalty must not always land on one config.
-        plan: list[tuple[FirstStage, int] | None] = [None]
+        plan: list[tuple[FirstStage | LayoutStore, int] | None] = [None]
         plan += [(stage, prefetch) for stage in FIRST_STAGES for prefetch in prefetches]
+        plan += [(layout, prefetch) for layout in self.layouts for prefetch in prefetches]
         for target, query in zip(targets, queries, strict=True):
             found, scores = self._query_once(n_pages, query, plan, query_rng, measured)
             truth = top_k(scores, TOP_K)
@@ -530,7 +566,7 @@ class _Bench:
         self,
         n_pages: int,
         query: Matrix,
-        plan: list[tuple[FirstStage, int] | None],
+        plan: list[tuple[FirstStage | LayoutStore, int] | None],
         query_rng: np.random.Generator,
         measured: _Queries,
     ) -> tuple[dict[tuple[str, int], list[str]], Matrix]:
@@ -547,8 +583,12 @@ class _Bench:
                 measured.exact_s.append(time.perf_counter() - step_started)
                 continue
             stage, prefetch = step
-            hits = two_stage(self.store, stage, rows, self.access, prefetch, self.args)
-            key = (stage.name, prefetch)
+            if isinstance(stage, LayoutStore):
+                hits = stage.query(FULL, rows, self.access, TOP_K, prefetch, self.args.coarse_limit)
+                key = (f"layout:{stage.layout}", prefetch)
+            else:
+                hits = two_stage(self.store, stage, rows, self.access, prefetch, self.args)
+                key = (stage.name, prefetch)
             measured.two_stage_s.setdefault(key, []).append(time.perf_counter() - step_started)
             found[key] = [h.id for h in hits]
         return found, scores
@@ -597,6 +637,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     bench = _Bench(args, sizes)
     per_n: list[dict[str, Any]] = []
     rows_out: list[dict[str, Any]] = []
+    layouts_out: list[dict[str, Any]] = []
     try:
         for n_pages in sizes:
             load = bench.load(n_pages)
@@ -624,9 +665,25 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     f"recall@10 {row['recall@10']:.3f}",
                     flush=True,
                 )
+            size_layouts = layout_rows(
+                bench.layouts, n_pages, prefetches, measured, summary["p50_ms_exact"]
+            )
+            layouts_out.extend(size_layouts)
+            for row in size_layouts:
+                print(
+                    f"  layout {row['layout']:>8} prefetch {row['prefetch']:>4}: "
+                    f"{row['bytes_per_page']:>7} B/page  two-stage p50 "
+                    f"{row['p50_ms_two_stage']:8.1f} ms  speedup {row['speedup']:6.1f}x  "
+                    f"recall@10 {row['recall@10']:.3f}",
+                    flush=True,
+                )
     finally:
         bench.close()
-    return _report(args, sizes, prefetches, bench.generator, rows_out, per_n)
+    report = _report(args, sizes, prefetches, bench.generator, rows_out, per_n)
+    report["layouts"] = layouts_out
+    if layouts_out:
+        report["targets"]["layouts_at_largest"] = layout_targets(layouts_out, sizes[-1])
+    return report
 
 
 def _summary(
@@ -778,6 +835,11 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=IndexOptions().segment_mb,
         help="vector data per sealed segment; the default is the index's segment_mb",
+    )
+    parser.add_argument(
+        "--layouts",
+        default=DEFAULT_LAYOUTS,
+        help="page layouts measured, one index each (pagesight.index.schema.PAGE_LAYOUTS; '' none)",
     )
     parser.add_argument("--workdir", type=Path, default=None, help="where the index is built")
     parser.add_argument("--keep", action="store_true", help="keep the index directory")

@@ -1,4 +1,4 @@
-"""Tesseract vs RapidOCR on the eval corpus: speed, yield and text quality on real pages.
+"""Tesseract vs RapidOCR (current and new settings) on the eval corpus: speed, yield, text quality.
 
 Two measurements, because the corpus's image-only pages have no ground truth:
 
@@ -8,15 +8,26 @@ Two measurements, because the corpus's image-only pages have no ground truth:
   (lower-cased alphanumeric runs of three or more characters) that occur in a vocabulary built from
   the text layers of the corpus's born-digital PDFs. Garbled OCR makes non-words; a high rate
   means the engine reads real words, not that it found every word.
-* **Born-digital pages with known text**: a few single-column pages whose text layer is the ground
-  truth, rasterised at ``--dpi`` (an image-only copy) and OCRed. Reported: character error rate
-  (edit distance / ground-truth length, whitespace removed, so line breaks and spacing do not
-  count; reading order does) and order-free word recall. The same for a few pages of the Japanese
-  set (``ja/pdfs``, not chosen for layout, so their CER includes reading-order differences), with
-  order-free character recall in place of word recall.
+* **Born-digital pages with known text**, rasterised at ``--dpi`` (an image-only copy) and OCRed
+  against their text layer: ``--en-pages`` pages of the main set's born-digital PDFs and
+  ``--ja-pages`` of the Japanese set. Pages are chosen by a fixed rule that never looks at what a
+  page says: every page whose text layer has at least ``MIN_TRUTH_CHARS`` non-space characters
+  is a candidate, candidates are ranked by ``sha256("<file>:<page>")`` and taken in that order,
+  at most one per document while documents last. Reported: character error rate (edit distance /
+  ground-truth length, whitespace removed, so line breaks and spacing do not count; reading order
+  does, so multi-column pages add order differences) and the order-free word recall (English) or
+  character recall (Japanese).
 
-Seconds per page are over the image-only and English born-digital pages; Japanese pages are timed
-separately (``ja_s_per_page_mean``) because ``jpn`` makes Tesseract several times slower.
+Engines: ``tesseract`` (its defaults), ``rapidocr-current`` (RapidOCR as PageSight ran it before
+issue 36: ``CURRENT_RAPID``) and ``rapidocr`` (today's ``RapidOcrOptions()`` defaults, or those
+with ``--set KEY=VALUE`` applied). The machine is shared, so engines are not run one after the
+other: every page is read by every engine back to back, in an order that alternates from page to
+page, and ``ratios`` compares ``rapidocr`` with ``rapidocr-current`` within this one run (p50s,
+and the median of per-page time ratios, which shrugs off load that changes during the run).
+
+Seconds per page (``s_per_page_*``) are over the image-only and English born-digital pages,
+``image_only_s_p50`` over the image-only pages alone; Japanese pages are timed separately
+(``ja_s_per_page_mean``) because ``jpn`` makes Tesseract several times slower.
 
 Run from the repo root: ``.venv/bin/python -m bench.bench_ocr --out var/bench_ocr.json``.
 Timings are of this machine; compare engines within one run, not across machines.
@@ -25,6 +36,7 @@ Timings are of this machine; compare engines within one run, not across machines
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -48,14 +60,20 @@ from pagesight.ingestion.ocr import OcrEngine, build_ocr_engine
 
 DEFAULT_EVAL_DIR = Path(__file__).resolve().parents[2] / "shared" / "eval"
 
-#: Single-column born-digital pages (file, 1-based page): an earnings release, a Pew report page
-#: and a 10-K page in ~8 pt print. Single-column and figure-free so that CER measures reading,
-#: not the order in which an engine visits columns or figure labels.
-CER_PAGES = [
-    ("ULTABEAUTY_2023Q4_EARNINGS.pdf", 1),
-    ("PG_2020.03.09_US-Germany_FINAL.pdf", 3),
-    ("3M_2018_10K.pdf", 17),
-]
+#: RapidOCR as PageSight ran it before issue 36 (RapidOCR's own detector bound and batch, float
+#: models, ONNX Runtime's thread default): the baseline every run measures the defaults against.
+CURRENT_RAPID: dict[str, Any] = {
+    "det_limit_side_len": 736,
+    "det_limit_type": "min",
+    "rec_batch_size": 6,
+    "int8_detection": False,
+    "int8_recognition": False,
+    "threads": 0,
+}
+
+#: A born-digital page is a CER candidate when its text layer has this many non-space characters
+#: (a near-empty page has no error rate worth averaging).
+MIN_TRUTH_CHARS = 200
 
 _TOKEN = re.compile(r"[0-9a-z]+")
 _WHITESPACE = re.compile(r"\s+")
@@ -181,65 +199,83 @@ class KnownTextPage:
     truth: str
 
 
-def bench_engine(
-    engine: OcrEngine,
-    image_pages: list[tuple[PageRef, Image.Image]],
-    known_pages: list[KnownTextPage],
-    vocabulary: set[str],
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    started = time.perf_counter()
-    engine.warm_up()
-    load_s = time.perf_counter() - started
+def pick_known_text_pages(pdf_dir: Path, names: list[str], count: int) -> list[PageRef]:
+    """``count`` born-digital pages of ``names`` by the hash rule (module docstring).
 
-    rows: list[dict[str, Any]] = []
-    for ref, image in image_pages:
-        started, cpu_started = time.perf_counter(), cpu_seconds()
-        result = engine.recognize(image)
-        elapsed, cpu = time.perf_counter() - started, cpu_seconds() - cpu_started
-        found = tokens(result.text)
-        rows.append(
-            {
-                "doc": ref.doc,
-                "page": ref.page,
-                "kind": "image-only",
-                "s": round(elapsed, 3),
-                "cpu_s": round(cpu, 3),
-                "chars": len(_WHITESPACE.sub("", result.text)),
-                "lines": len(result.lines),
-                "tokens": len(found),
-                "dictionary_words": sum(t in vocabulary for t in found),
-                "rotation_applied": result.rotation_applied,
-                "language": result.language,
-            }
+    Candidates (pages with at least ``MIN_TRUTH_CHARS`` non-space characters of text layer) are
+    ranked by ``sha256("<file>:<page>")``; the first pass takes each document's best-ranked page,
+    later passes (only when ``count`` exceeds the documents) its next ones.
+    """
+    ranked: dict[str, list[tuple[str, int]]] = {}
+    for name in sorted(names):
+        with pymupdf.open(pdf_dir / name) as pdf:
+            candidates = [
+                (hashlib.sha256(f"{name}:{number}".encode()).hexdigest(), number)
+                for number, page in enumerate(pdf, 1)
+                if len(_WHITESPACE.sub("", page.get_text())) >= MIN_TRUTH_CHARS
+            ]
+        if candidates:
+            ranked[name] = sorted(candidates)
+    picked: list[tuple[str, PageRef]] = []
+    for depth in range(max((len(c) for c in ranked.values()), default=0)):
+        layer = sorted(
+            (pages[depth][0], PageRef(name, pages[depth][1]))
+            for name, pages in ranked.items()
+            if depth < len(pages)
         )
-    for known in known_pages:
-        started, cpu_started = time.perf_counter(), cpu_seconds()
-        result = engine.recognize(known.image)
-        elapsed, cpu = time.perf_counter() - started, cpu_seconds() - cpu_started
-        rows.append(
-            {
-                "doc": known.ref.doc,
-                "page": known.ref.page,
-                "kind": f"born-digital-{known.corpus}",
-                "s": round(elapsed, 3),
-                "cpu_s": round(cpu, 3),
-                "cer": round(character_error_rate(result.text, known.truth), 4),
-                "word_recall": round(word_recall(result.text, known.truth), 4),
-                "char_recall": round(character_recall(result.text, known.truth), 4),
-                "rotation_applied": result.rotation_applied,
-                "language": result.language,
-            }
-        )
+        picked += layer[: count - len(picked)]
+        if len(picked) >= count:
+            break
+    return [ref for _, ref in picked]
 
+
+def read_page(engine: OcrEngine, image: Image.Image) -> tuple[Any, float, float]:
+    """The engine's result on ``image``, with the wall and CPU seconds it took."""
+    started, cpu_started = time.perf_counter(), cpu_seconds()
+    result = engine.recognize(image)
+    return result, time.perf_counter() - started, cpu_seconds() - cpu_started
+
+
+def image_only_row(result: Any, elapsed: float, cpu: float, vocabulary: set[str]) -> dict[str, Any]:
+    found = tokens(result.text)
+    return {
+        "s": round(elapsed, 3),
+        "cpu_s": round(cpu, 3),
+        "chars": len(_WHITESPACE.sub("", result.text)),
+        "lines": len(result.lines),
+        "tokens": len(found),
+        "dictionary_words": sum(t in vocabulary for t in found),
+        "rotation_applied": result.rotation_applied,
+        "language": result.language,
+        "stage_s": {k: round(v, 3) for k, v in result.stage_seconds.items()},
+    }
+
+
+def known_text_row(result: Any, elapsed: float, cpu: float, truth: str) -> dict[str, Any]:
+    return {
+        "s": round(elapsed, 3),
+        "cpu_s": round(cpu, 3),
+        "cer": round(character_error_rate(result.text, truth), 4),
+        "word_recall": round(word_recall(result.text, truth), 4),
+        "char_recall": round(character_recall(result.text, truth), 4),
+        "rotation_applied": result.rotation_applied,
+        "language": result.language,
+        "stage_s": {k: round(v, 3) for k, v in result.stage_seconds.items()},
+    }
+
+
+def summarise(rows: list[dict[str, Any]], load_s: float) -> dict[str, Any]:
+    """One engine's figures from its page rows (each with ``kind``)."""
     image_only = [r for r in rows if r["kind"] == "image-only"]
     english = [r for r in rows if r["kind"] == "born-digital-en"]
     japanese = [r for r in rows if r["kind"] == "born-digital-ja"]
     seconds = [r["s"] for r in image_only + english]
     all_tokens = sum(r["tokens"] for r in image_only)
-    summary = {
+    return {
         "load_s": round(load_s, 3),
         "s_per_page_p50": _rounded(statistics.median, seconds, 3),
         "s_per_page_mean": _rounded(statistics.fmean, seconds, 3),
+        "image_only_s_p50": _rounded(statistics.median, [r["s"] for r in image_only], 3),
         # RapidOCR's ONNX Runtime uses every core, Tesseract one: CPU seconds decide throughput
         # when pages are OCRed in parallel workers.
         "cpu_s_per_page_mean": _rounded(
@@ -256,12 +292,58 @@ def bench_engine(
         "ja_cer_mean": _rounded(statistics.fmean, [r["cer"] for r in japanese], 4),
         "ja_char_recall_mean": _rounded(statistics.fmean, [r["char_recall"] for r in japanese], 4),
         "ja_s_per_page_mean": _rounded(statistics.fmean, [r["s"] for r in japanese], 3),
+        # Where a page's time goes (engines that report stages: RapidOCR), image-only + English.
+        "stage_s_mean": _stage_means(image_only + english),
     }
-    return summary, rows
+
+
+def _stage_means(rows: list[dict[str, Any]]) -> dict[str, float]:
+    stages = sorted({k for r in rows for k in r.get("stage_s", {})})
+    return {
+        k: round(statistics.fmean(r["stage_s"].get(k, 0.0) for r in rows), 3)
+        for k in stages
+        if rows
+    }
 
 
 def _rounded(aggregate: Any, values: list[float], digits: int) -> float | None:
     return round(aggregate(values), digits) if values else None
+
+
+def compare(
+    pages: list[dict[str, Any]], engines: dict[str, dict[str, Any]], new: str, old: str
+) -> dict[str, Any]:
+    """``new`` against ``old`` in this run: time ratios and quality differences."""
+    a, b = engines[new], engines[old]
+
+    def ratio(key: str) -> float | None:
+        return round(a[key] / b[key], 3) if a.get(key) and b.get(key) else None
+
+    def delta(key: str) -> float | None:
+        return round(a[key] - b[key], 4) if None not in (a.get(key), b.get(key)) else None
+
+    per_page = [
+        p[new]["s"] / p[old]["s"]
+        for p in pages
+        if p["kind"] in ("image-only", "born-digital-en") and p.get(old, {}).get("s")
+    ]
+    ja_per_page = [
+        p[new]["s"] / p[old]["s"]
+        for p in pages
+        if p["kind"] == "born-digital-ja" and p.get(old, {}).get("s")
+    ]
+    return {
+        "engines": f"{new} / {old}",
+        "s_per_page_p50_ratio": ratio("s_per_page_p50"),
+        "image_only_s_p50_ratio": ratio("image_only_s_p50"),
+        "s_per_page_mean_ratio": ratio("s_per_page_mean"),
+        "cpu_s_per_page_ratio": ratio("cpu_s_per_page_mean"),
+        "per_page_ratio_median": _rounded(statistics.median, per_page, 3),
+        "ja_per_page_ratio_median": _rounded(statistics.median, ja_per_page, 3),
+        "cer_delta": delta("cer_mean"),
+        "ja_cer_delta": delta("ja_cer_mean"),
+        "dictionary_word_rate_delta": delta("dictionary_word_rate"),
+    }
 
 
 def recommend(engines: dict[str, dict[str, Any]]) -> str:
@@ -276,14 +358,32 @@ def recommend(engines: dict[str, dict[str, Any]]) -> str:
     return min(close, key=lambda name: engines[name]["s_per_page_mean"] or float("inf"))
 
 
-def pick_japanese_pages(eval_dir: Path, count: int) -> list[PageRef]:
-    """Page 3 (or the last, if shorter) of the first ``count`` Japanese PDFs by name."""
-    pdf_dir = eval_dir / "ja" / "pdfs"
-    picked = []
-    for path in sorted(pdf_dir.glob("*.pdf"))[:count]:
-        with pymupdf.open(path) as pdf:
-            picked.append(PageRef(path.name, min(3, pdf.page_count)))
-    return picked
+def rapid_options(overrides: list[str]) -> RapidOcrOptions:
+    """``RapidOcrOptions()`` with ``KEY=VALUE`` overrides (values parsed as JSON, else text)."""
+    values: dict[str, Any] = {}
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or key not in RapidOcrOptions.model_fields:
+            raise SystemExit(f"--set wants KEY=VALUE with KEY a RapidOcrOptions field: {item!r}")
+        try:
+            values[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            values[key] = raw
+    return RapidOcrOptions(**values)
+
+
+def build_engines(names: list[str], overrides: list[str]) -> dict[str, OcrEngine]:
+    engines: dict[str, OcrEngine] = {}
+    for name in names:
+        if name == "tesseract":
+            engines[name] = build_ocr_engine(TesseractOptions())
+        elif name == "rapidocr-current":
+            engines[name] = build_ocr_engine(RapidOcrOptions(**CURRENT_RAPID))
+        elif name == "rapidocr":
+            engines[name] = build_ocr_engine(rapid_options(overrides))
+        else:
+            raise SystemExit(f"unknown engine {name!r}")
+    return engines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -291,9 +391,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eval-dir", type=Path, default=DEFAULT_EVAL_DIR)
     parser.add_argument("--pages", type=int, default=12, help="image-only pages to OCR")
     parser.add_argument("--dpi", type=int, default=300, help="render resolution")
-    parser.add_argument("--cer-pages", type=int, default=len(CER_PAGES), help="born-digital pages")
+    parser.add_argument("--en-pages", type=int, default=20, help="born-digital pages, main set")
+    parser.add_argument("--ja-pages", type=int, default=10, help="born-digital pages, Japanese set")
     parser.add_argument(
-        "--ja-pages", type=int, default=2, help="born-digital pages of the Japanese set"
+        "--engines",
+        default="tesseract,rapidocr-current,rapidocr",
+        help="comma-separated: tesseract, rapidocr-current, rapidocr",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a RapidOcrOptions field for the 'rapidocr' engine (repeatable)",
     )
     parser.add_argument("--out", type=Path, help="write the figures here as JSON")
     args = parser.parse_args(argv)
@@ -304,50 +414,74 @@ def main(argv: list[str] | None = None) -> int:
     image_pages = [
         (ref, render(args.eval_dir / "pdfs" / ref.doc, ref.page, args.dpi)[0]) for ref in refs
     ]
+    full = [d["doc"] for d in docs if d.get("text_layer") == "full"]
+    ja_dir = args.eval_dir / "ja" / "pdfs"
     known_pages = [
-        KnownTextPage(
-            PageRef(doc, page), "en", *render(args.eval_dir / "pdfs" / doc, page, args.dpi)
-        )
-        for doc, page in CER_PAGES[: args.cer_pages]
+        KnownTextPage(ref, "en", *render(args.eval_dir / "pdfs" / ref.doc, ref.page, args.dpi))
+        for ref in pick_known_text_pages(args.eval_dir / "pdfs", full, args.en_pages)
     ] + [
-        KnownTextPage(
-            ref, "ja", *render(args.eval_dir / "ja" / "pdfs" / ref.doc, ref.page, args.dpi)
+        KnownTextPage(ref, "ja", *render(ja_dir / ref.doc, ref.page, args.dpi))
+        for ref in pick_known_text_pages(
+            ja_dir, [p.name for p in ja_dir.glob("*.pdf")], args.ja_pages
         )
-        for ref in pick_japanese_pages(args.eval_dir, args.ja_pages)
     ]
     started = time.perf_counter()
     vocabulary = build_vocabulary(args.eval_dir, docs)
     vocabulary_s = time.perf_counter() - started
 
-    engines: dict[str, dict[str, Any]] = {}
-    pages: dict[tuple[str, int], dict[str, Any]] = {}
-    for options in (TesseractOptions(), RapidOcrOptions()):
-        engine = build_ocr_engine(options)
-        print(f"running {engine.name} ...", file=sys.stderr, flush=True)
-        summary, rows = bench_engine(engine, image_pages, known_pages, vocabulary)
-        engines[engine.name] = summary
-        for row in rows:
-            page = pages.setdefault(
-                (row["doc"], row["page"]),
-                {"doc": row["doc"], "page": row["page"], "kind": row["kind"]},
-            )
-            page[engine.name] = {k: v for k, v in row.items() if k not in ("doc", "page", "kind")}
+    engines = build_engines([n.strip() for n in args.engines.split(",") if n.strip()], args.set)
+    load_s = {}
+    for name, engine in engines.items():
+        started = time.perf_counter()
+        engine.warm_up()
+        load_s[name] = time.perf_counter() - started
 
-    report = {
-        "engines": engines,
-        "pages": list(pages.values()),
-        "recommended": recommend(engines),
+    pages: list[dict[str, Any]] = []
+    names = list(engines)
+    work: list[tuple[PageRef, str, Image.Image, str | None]] = [
+        (ref, "image-only", image, None) for ref, image in image_pages
+    ] + [(k.ref, f"born-digital-{k.corpus}", k.image, k.truth) for k in known_pages]
+    for index, (ref, kind, image, truth) in enumerate(work):
+        print(f"[{index + 1}/{len(work)}] {ref.doc} p{ref.page}", file=sys.stderr, flush=True)
+        page: dict[str, Any] = {"doc": ref.doc, "page": ref.page, "kind": kind}
+        # Alternate the order so that neither engine always runs on a cache the other warmed.
+        for name in names if index % 2 == 0 else names[::-1]:
+            result, elapsed, cpu = read_page(engines[name], image)
+            page[name] = (
+                image_only_row(result, elapsed, cpu, vocabulary)
+                if truth is None
+                else known_text_row(result, elapsed, cpu, truth)
+            )
+        pages.append(page)
+
+    summaries = {
+        name: summarise([{"kind": p["kind"], **p[name]} for p in pages], load_s[name])
+        for name in names
+    }
+    report: dict[str, Any] = {
+        "engines": summaries,
+        "pages": pages,
+        "recommended": recommend(summaries),
         "config": {
             "dpi": args.dpi,
             "image_only_pages": len(refs),
             "born_digital_pages": sum(k.corpus == "en" for k in known_pages),
             "japanese_pages": sum(k.corpus == "ja" for k in known_pages),
+            "rapidocr_current": CURRENT_RAPID,
+            "rapidocr": (
+                rapid_options(args.set).model_dump(mode="json", exclude={"fallback"})
+                if "rapidocr" in engines
+                else None
+            ),
             "vocabulary_tokens": len(vocabulary),
             "vocabulary_s": round(vocabulary_s, 2),
             "cpu_count": os.cpu_count(),
+            "load_average_1m": round(os.getloadavg()[0], 1),
             "total_s": round(time.perf_counter() - bench_started, 1),
         },
     }
+    if "rapidocr" in engines and "rapidocr-current" in engines:
+        report["ratios"] = compare(pages, summaries, "rapidocr", "rapidocr-current")
     _print_table(report)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -358,6 +492,7 @@ def main(argv: list[str] | None = None) -> int:
 def _print_table(report: dict[str, Any]) -> None:
     columns = [
         ("s_per_page_p50", "s/page p50"),
+        ("image_only_s_p50", "img-only p50"),
         ("s_per_page_mean", "s/page mean"),
         ("cpu_s_per_page_mean", "cpu s/page"),
         ("chars_per_page_mean", "chars/page"),
@@ -369,9 +504,9 @@ def _print_table(report: dict[str, Any]) -> None:
         ("ja_s_per_page_mean", "ja s/page"),
         ("load_s", "load s"),
     ]
-    print(f"{'engine':<10}" + "".join(f"{title:>15}" for _, title in columns))
+    print(f"{'engine':<17}" + "".join(f"{title:>15}" for _, title in columns))
     for name, figures in report["engines"].items():
-        print(f"{name:<10}" + "".join(f"{figures[key]!s:>15}" for key, _ in columns))
+        print(f"{name:<17}" + "".join(f"{figures[key]!s:>15}" for key, _ in columns))
     for page in report["pages"]:
         cells = []
         for name in report["engines"]:
@@ -381,6 +516,11 @@ def _print_table(report: dict[str, Any]) -> None:
                 detail += f" char_recall={row['char_recall']}"
             cells.append(f"{name}: {row.get('s')} s {detail} rot={row.get('rotation_applied', 0)}")
         print(f"  {page['doc'][:40]:<40} p{page['page']:<4} " + " | ".join(cells))
+    for name, figures in report["engines"].items():
+        if figures["stage_s_mean"]:
+            print(f"{name} stage s/page mean: " + json.dumps(figures["stage_s_mean"]))
+    if "ratios" in report:
+        print("ratios: " + json.dumps(report["ratios"]))
     print(f"recommended: {report['recommended']}  (total {report['config']['total_s']} s)")
 
 

@@ -34,6 +34,15 @@ class IndexOptions(BaseModel):
             "query searches the segments in parallel, so aim for at least one per core"
         ),
     )
+    page_layout: Literal["float16", "turbo8", "turbo4"] = Field(
+        default="float16",
+        description=(
+            "how page collections store their vectors: float16 rows (~212 KB a page on disk), "
+            "or TurboQuant codes, turbo8 (~112 KB, slower rerank) or turbo4 (~64 KB, lower "
+            "recall); a change applies to new versions: run `pagesight reindex` "
+            "(pagesight.index.schema.PAGE_LAYOUTS, README 'Compact page layouts')"
+        ),
+    )
     qdrant_timeout_s: int = Field(default=30, ge=1)
     qdrant_prefer_grpc: bool = False
     alias_check_s: float = Field(

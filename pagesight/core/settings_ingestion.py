@@ -42,6 +42,33 @@ class RapidOcrOptions(BaseModel):
         default_factory=TesseractOptions,
         description="engine that reads a page on which RapidOCR detects no text at all",
     )
+    # Speed choices, measured by bench/bench_ocr.py against RapidOCR's own defaults (736/"min",
+    # batch 6, float models) in the same run; see pagesight/ingestion/ocr/rapid.py. The detector
+    # bound is the one that pays (1280/"max": s/page p50 0.59x, CER +0.0013 EN and JA), but a
+    # fresh smoke ingest with it found 12 of 14 scan questions against 13: kept opt-in.
+    det_limit_side_len: int = Field(
+        default=736, ge=320, le=4000, description="detector input bound, in pixels (see type)"
+    )
+    det_limit_type: Literal["min", "max"] = Field(
+        default="min",
+        description="min: shorter side at least det_limit_side_len (RapidOCR's default); max: "
+        "longer side at most det_limit_side_len (recognition still reads the full-size crops)",
+    )
+    rec_batch_size: int = Field(
+        default=6, ge=1, le=256, description="text lines per recogniser run"
+    )
+    int8_detection: bool = Field(
+        default=False, description="dynamic-int8 copy of the detector (float model if none)"
+    )
+    int8_recognition: bool = Field(
+        default=False, description="dynamic-int8 copy of the recogniser (float model if none)"
+    )
+    model_cache_dir: Path | None = Field(
+        default=None, description="where int8 copies are kept; ~/.cache/pagesight/ocr"
+    )
+    threads: int = Field(
+        default=0, ge=0, le=256, description="ONNX Runtime threads per worker; 0 = one per core"
+    )
 
 
 OcrOptions = Annotated[TesseractOptions | RapidOcrOptions, Field(discriminator="kind")]

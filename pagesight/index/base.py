@@ -60,10 +60,13 @@ from pagesight.index.points import (
     epoch_seconds,
 )
 from pagesight.index.schema import (
+    DEFAULT_PAGE_LAYOUT,
     FLOAT_INDEX_FIELDS,
     KEYWORD_INDEX_FIELDS,
+    PAGE_LAYOUTS,
     POOLED_SUFFIX,
     SCHEMA_METADATA_KEY,
+    SCHEMA_VERSION,
     TENANT_FIELD,
     DenseVectorSpec,
     DistanceName,
@@ -74,10 +77,13 @@ from pagesight.index.schema import (
 )
 
 __all__ = [
+    "DEFAULT_PAGE_LAYOUT",
     "FLOAT_INDEX_FIELDS",
     "KEYWORD_INDEX_FIELDS",
+    "PAGE_LAYOUTS",
     "POOLED_SUFFIX",
     "SCHEMA_METADATA_KEY",
+    "SCHEMA_VERSION",
     "TENANT_FIELD",
     "DenseVectorSpec",
     "DistanceName",

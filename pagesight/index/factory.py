@@ -79,8 +79,22 @@ def new_version_id(existing: Iterable[str], now: datetime | None = None) -> str:
 class CollectionManager(ABC):
     """Versions and the live alias of named indexes on one backend."""
 
-    def __init__(self, *, upsert_batch: int = 256) -> None:
+    def __init__(self, *, upsert_batch: int = 256, page_layout: str | None = None) -> None:
         self.upsert_batch = upsert_batch
+        #: the storage layout every page schema opened or created here is given
+        #: (``PAGESIGHT_INDEX__PAGE_LAYOUT``); None leaves schemas as the caller built them
+        self.page_layout = page_layout
+
+    def laid_out(self, schema: IndexSchema | None) -> IndexSchema | None:
+        """``schema`` with its page vectors in this manager's :attr:`page_layout`.
+
+        Applied where schemas enter (opening a version, creating one), so every caller gets
+        the configured layout: a re-index (:meth:`create_version`) writes it, and opening a
+        live version stored in another layout is refused with a message that asks for a
+        re-index (IndexSchema.require_same)."""
+        if schema is None or self.page_layout is None:
+            return schema
+        return schema.with_page_layout(self.page_layout)
 
     # -- backend primitives --
 
@@ -150,7 +164,9 @@ class CollectionManager(ABC):
         """A new, empty, unpromoted version of ``name``: fill it, then :meth:`promote` it."""
         _check_name(name)
         version_id = new_version_id(self.versions(name))
-        return version_id, self._create(name, version_id, schema)
+        laid_out = self.laid_out(schema)
+        assert laid_out is not None
+        return version_id, self._create(name, version_id, laid_out)
 
     def promote(self, name: str, version_id: str) -> None:
         """Make ``version_id`` the live version of ``name`` (one atomic alias switch)."""
@@ -223,9 +239,14 @@ class EdgeCollectionManager(CollectionManager):
     """Versions as directories under ``root``; the alias is the symlink ``root/<name>``."""
 
     def __init__(
-        self, root: Path, *, upsert_batch: int = 256, segment_mb: int = DEFAULT_SEGMENT_MB
+        self,
+        root: Path,
+        *,
+        upsert_batch: int = 256,
+        segment_mb: int = DEFAULT_SEGMENT_MB,
+        page_layout: str | None = None,
     ) -> None:
-        super().__init__(upsert_batch=upsert_batch)
+        super().__init__(upsert_batch=upsert_batch, page_layout=page_layout)
         self.root = Path(root)
         self.segment_mb = segment_mb
 
@@ -262,7 +283,7 @@ class EdgeCollectionManager(CollectionManager):
     ) -> VectorStore:
         return EdgeVectorStore.open(
             self.root / version_collection(name, version_id),
-            schema,
+            self.laid_out(schema),
             upsert_batch=self.upsert_batch,
             segment_mb=self.segment_mb,
         )
@@ -312,9 +333,14 @@ class QdrantCollectionManager(CollectionManager):
     """Versions as Qdrant collections; the alias is a Qdrant collection alias."""
 
     def __init__(
-        self, client: QdrantClient, *, owns_client: bool = False, upsert_batch: int = 256
+        self,
+        client: QdrantClient,
+        *,
+        owns_client: bool = False,
+        upsert_batch: int = 256,
+        page_layout: str | None = None,
     ) -> None:
-        super().__init__(upsert_batch=upsert_batch)
+        super().__init__(upsert_batch=upsert_batch, page_layout=page_layout)
         self.client = client
         self._owns_client = owns_client
 
@@ -349,7 +375,7 @@ class QdrantCollectionManager(CollectionManager):
         return QdrantServerStore.open(
             self.client,
             version_collection(name, version_id),
-            schema,
+            self.laid_out(schema),
             upsert_batch=self.upsert_batch,
         )
 
@@ -428,12 +454,16 @@ def collection_manager(settings: Settings) -> CollectionManager:
             prefer_grpc=settings.index.qdrant_prefer_grpc,
         )
         return QdrantCollectionManager(
-            client, owns_client=True, upsert_batch=settings.index.upsert_batch
+            client,
+            owns_client=True,
+            upsert_batch=settings.index.upsert_batch,
+            page_layout=settings.index.page_layout,
         )
     return EdgeCollectionManager(
         edge_root(settings),
         upsert_batch=settings.index.upsert_batch,
         segment_mb=settings.index.segment_mb,
+        page_layout=settings.index.page_layout,
     )
 
 

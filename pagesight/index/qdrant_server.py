@@ -39,7 +39,14 @@ _DISTANCES = {
     "dot": qm.Distance.DOT,
     "euclid": qm.Distance.EUCLID,
 }
-_DATATYPES = {"float32": qm.Datatype.FLOAT32, "float16": qm.Datatype.FLOAT16}
+#: turbo8/turbo4 (the compact page layouts, IndexSchema.with_page_layout) need a server that
+#: knows TurboQuant storage; an older one refuses the collection when it is created.
+_DATATYPES = {
+    "float32": qm.Datatype.FLOAT32,
+    "float16": qm.Datatype.FLOAT16,
+    "turbo8": qm.Datatype.TURBO8,
+    "turbo4": qm.Datatype.TURBO4,
+}
 #: Scalar int8 codes kept in RAM; the 0.99 quantile clips outliers so they don't waste range.
 _INT8 = qm.ScalarQuantization(
     scalar=qm.ScalarQuantizationConfig(type=qm.ScalarType.INT8, quantile=0.99, always_ram=True)

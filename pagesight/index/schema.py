@@ -29,6 +29,16 @@ TENANT_FIELD = "tenant"
 SCHEMA_METADATA_KEY = "pagesight_schema"
 
 DistanceName = Literal["cosine", "dot", "euclid"]
+#: How a multi-vector's rows are stored. ``turbo8`` / ``turbo4`` are the engine's TurboQuant
+#: storage (rows rotated and coded at 8 / 4 bits a dimension plus a norm, ~1 / ~0.5 byte a
+#: dimension): a float query is scored against the codes, nothing is kept at float precision.
+MultiVectorDatatype = Literal["float32", "float16", "turbo8", "turbo4"]
+
+#: The format of the stamp itself (which fields and values it may hold). Version 2 added this
+#: field and the ``turbo8``/``turbo4`` datatypes; a stamp without it is version 1. Code that
+#: predates a version refuses the stamp (``extra="forbid"``: "unreadable schema"), so an index
+#: written in a newer layout is never read with the wrong storage assumptions.
+SCHEMA_VERSION = 2
 
 
 # -- schema ------------------------------------------------------------------------------------
@@ -78,7 +88,7 @@ class MultiVectorSpec(BaseModel):
     model_id: str = Field(min_length=1)
     distance: DistanceName = "cosine"
     comparator: Literal["max_sim"] = "max_sim"
-    datatype: Literal["float32", "float16"] = "float16"
+    datatype: MultiVectorDatatype = "float16"
     hnsw: bool = False
     quantization: Literal["none", "int8"] = "none"
     pooled_from: str | None = Field(
@@ -96,6 +106,8 @@ class MultiVectorSpec(BaseModel):
             # The full vectors are the exact stage (query_multivector, the two-stage rerank);
             # approximate scores there would change results, not just their cost.
             raise ValueError("only a pooled (first-stage) multi-vector can be quantized")
+        if self.quantization != "none" and self.datatype.startswith("turbo"):
+            raise ValueError("a turbo-stored multi-vector is already coded: no int8 codes on it")
         return self
 
 
@@ -106,6 +118,27 @@ POOLED_SUFFIX = "-pooled"
 def pooled_vector_name(name: str) -> str:
     """The conventional name of the pooled first stage of multi-vector ``name``."""
     return f"{name}{POOLED_SUFFIX}"
+
+
+#: Page layouts: how a page collection stores its full rows and its pooled first stage
+#: (``PAGESIGHT_INDEX__PAGE_LAYOUT``). The vectors written and read are the same floats in
+#: every layout; only their storage differs, so a layout change is a re-index, nothing else.
+#:
+#: - ``float16``: full rows float16 (~192 KB a ColQwen2 page), pooled rows float32;
+#: - ``turbo8``: full rows and pooled rows as 8-bit TurboQuant codes (~99 KB a page);
+#: - ``turbo4``: full rows as 4-bit codes (~51 KB a page), pooled rows as 8-bit codes.
+#:
+#: bench/bench_maxsim.py measures each layout's bytes on disk, speed and recall against exact
+#: float MaxSim (README, "Compact page layouts"): at 5k synthetic pages turbo4 recalled 0.937
+#: (float16 0.980) and turbo8 reranked ~1.7x slower, so float16 stays the default.
+PageLayout = Literal["float16", "turbo8", "turbo4"]
+PAGE_LAYOUTS: dict[str, tuple[MultiVectorDatatype, MultiVectorDatatype]] = {
+    "float16": ("float16", "float32"),
+    "turbo8": ("turbo8", "turbo8"),
+    "turbo4": ("turbo4", "turbo8"),
+}
+#: The layout a page collection gets unless the setting says otherwise.
+DEFAULT_PAGE_LAYOUT: PageLayout = "float16"
 
 
 _VECTOR_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -121,6 +154,12 @@ class IndexSchema(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    version: int = Field(
+        default=SCHEMA_VERSION,
+        ge=1,
+        le=SCHEMA_VERSION,
+        description="format of this stamp; absent in a stored stamp means 1",
+    )
     id_scheme: str = Field(default="v1", description="how point ids derive from content")
     dense: dict[str, DenseVectorSpec] = Field(default_factory=dict)
     sparse: dict[str, SparseVectorSpec] = Field(default_factory=dict)
@@ -152,6 +191,40 @@ class IndexSchema(BaseModel):
                 )
         return self
 
+    def page_layout(self) -> str | None:
+        """The :data:`PAGE_LAYOUTS` name this schema's page vectors are stored in; None when it
+        has no pooled multi-vector (not a page schema) or mixes datatypes no layout names."""
+        found: set[str] = set()
+        for name, spec in self.multivector.items():
+            pooled = self.pooled_of(name)
+            if spec.pooled_from is not None or not pooled:
+                continue
+            pair = {(spec.datatype, self.multivector[p].datatype) for p in pooled}
+            found |= {layout for layout, types in PAGE_LAYOUTS.items() if pair == {types}} or {"?"}
+        return found.pop() if len(found) == 1 and "?" not in found else None
+
+    def with_page_layout(self, layout: str) -> IndexSchema:
+        """This schema with every page vector (a full multi-vector with a pooled first stage,
+        and that stage) stored in ``layout``; a schema without page vectors is returned as is.
+
+        A pooled stage's int8 codes are dropped in the turbo layouts (their rows are codes
+        already)."""
+        if layout not in PAGE_LAYOUTS:
+            raise ValueError(f"unknown page layout {layout!r}: one of {sorted(PAGE_LAYOUTS)}")
+        full_type, pooled_type = PAGE_LAYOUTS[layout]
+        changed: dict[str, MultiVectorSpec] = {}
+        for name, spec in self.multivector.items():
+            if spec.pooled_from is not None:
+                update: dict[str, Any] = {"datatype": pooled_type}
+                if pooled_type.startswith("turbo"):
+                    update["quantization"] = "none"
+                changed[name] = spec.model_copy(update=update)
+            elif self.pooled_of(name):
+                changed[name] = spec.model_copy(update={"datatype": full_type})
+        if not changed:
+            return self
+        return self.model_copy(update={"multivector": {**self.multivector, **changed}})
+
     def pooled_of(self, name: str) -> list[str]:
         """The pooled first-stage multi-vectors derived from multi-vector ``name``."""
         return [n for n, spec in self.multivector.items() if spec.pooled_from == name]
@@ -181,13 +254,29 @@ class IndexSchema(BaseModel):
     def require_same(self, requested: IndexSchema, where: str) -> None:
         """Raise INDEX_FAILED naming every difference of this stored schema from ``requested``."""
         diffs = self.differences(requested)
-        if diffs:
+        if not diffs:
+            return
+        stored_layout, wanted_layout = self.page_layout(), requested.page_layout()
+        if (
+            stored_layout is not None
+            and wanted_layout is not None
+            and stored_layout != wanted_layout
+            and not self.with_page_layout(wanted_layout).differences(requested)
+        ):
             raise PageSightError(
                 ErrorCode.INDEX_FAILED,
                 Stage.INDEX,
-                f"index {where} was built with a different schema ({'; '.join(diffs)}); "
-                "re-index into a new collection version (and promote it) to use the new one",
+                f"index {where} stores its page vectors in the {stored_layout!r} layout, but "
+                f"the {wanted_layout!r} layout is configured (PAGESIGHT_INDEX__PAGE_LAYOUT): run "
+                "`pagesight reindex` to rewrite it in the new layout, or set "
+                f"PAGESIGHT_INDEX__PAGE_LAYOUT={stored_layout} to keep using it",
             )
+        raise PageSightError(
+            ErrorCode.INDEX_FAILED,
+            Stage.INDEX,
+            f"index {where} was built with a different schema ({'; '.join(diffs)}); "
+            "re-index into a new collection version (and promote it) to use the new one",
+        )
 
     @classmethod
     def for_text(
@@ -217,6 +306,7 @@ class IndexSchema(BaseModel):
         pooling: str = "mean-rows-cols",
         pooled_quantization: Literal["none", "int8"] = "none",
         id_scheme: str = "v1",
+        layout: str = DEFAULT_PAGE_LAYOUT,
     ) -> IndexSchema:
         """The schema of a page collection: full page multi-vectors plus their pooled first stage.
 
@@ -228,6 +318,9 @@ class IndexSchema(BaseModel):
         graph: a graph over multi-vectors compares pooled sets pairwise while building (~2
         minutes for 2k pages of 55 rows on two cores), and the first stage is a flat scan of the
         pooled rows anyway; bench/bench_maxsim.py measures what that costs.
+
+        ``layout`` (:data:`PAGE_LAYOUTS`) sets both datatypes; the default is the float layout
+        above.
         """
         multivector = {
             name: MultiVectorSpec(dim=dim, model_id=model_id),
@@ -240,11 +333,15 @@ class IndexSchema(BaseModel):
                 pooling=pooling,
             ),
         }
-        return cls(id_scheme=id_scheme, multivector=multivector)
+        schema = cls(id_scheme=id_scheme, multivector=multivector)
+        return schema if layout == DEFAULT_PAGE_LAYOUT else schema.with_page_layout(layout)
 
     def fingerprint(self) -> str:
-        """A short, stable hash of the schema, e.g. for traces and cache keys."""
-        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        """A short, stable hash of the schema, e.g. for traces and cache keys.
+
+        The stamp's format ``version`` is left out: the same vectors stamped by an older
+        release are the same index."""
+        canonical = json.dumps(self.model_dump(mode="json", exclude={"version"}), sort_keys=True)
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
     def to_metadata(self) -> dict[str, Any]:
@@ -258,8 +355,11 @@ class IndexSchema(BaseModel):
                 Stage.INDEX,
                 f"{where} carries no PageSight index schema: it was not created by PageSight",
             )
+        stamp = metadata[SCHEMA_METADATA_KEY]
+        if isinstance(stamp, dict) and "version" not in stamp:
+            stamp = {**stamp, "version": 1}  # written before the stamp carried its version
         try:
-            return cls.model_validate(metadata[SCHEMA_METADATA_KEY])
+            return cls.model_validate(stamp)
         except ValueError as exc:
             raise PageSightError(
                 ErrorCode.INDEX_FAILED, Stage.INDEX, f"{where} has an unreadable schema: {exc}"

@@ -50,6 +50,9 @@ class OcrResult:
     image_size: tuple[int, int]  # (width, height) of the original image
     language: str
     engine: str
+    #: Seconds per stage of this page (e.g. ``orientation``, ``detection``, ``recognition``), where
+    #: the engine reports them: the profile that decides which stage to make cheaper.
+    stage_seconds: dict[str, float] = field(default_factory=dict, compare=False)
 
     @property
     def text(self) -> str:

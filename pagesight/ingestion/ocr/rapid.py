@@ -17,6 +17,28 @@ it the page is read as given. RapidOCR's own per-line 0/180 classifier (the pack
 a 10-K page in 8 pt print from 0.3 % to 9.4 % (2.2 % to 8.9 % on an earnings release) at the same
 speed, and on an upside-down page it left four of five lines unflipped (scores under its 0.9
 threshold), so it does not even serve as a fallback.
+
+Speed (issue 36; ``bench/bench_ocr.py`` reports each stage's seconds per page, from RapidOCR's own
+timings, in ``stage_s_mean``). RapidOCR first shrinks a page to 2000 px on its longer side; with
+its own detector bound (``limit_type="min"``, 736: the *shorter* side at least 736 px) the
+detector then reads that whole 2000 px image, and detection is most of a page's time. The
+settings under :class:`~pagesight.core.settings.RapidOcrOptions` are the knobs:
+
+* ``det_limit_type="max"`` with ``det_limit_side_len`` bounds the detector's input instead; the
+  line crops the recogniser reads are still cut from the 2000 px image, so recognition keeps its
+  resolution and only the boxes come from a coarser map.
+* ``rec_batch_size``: RapidOCR already recognises a page's lines in batches, sorted by width so
+  that a batch pads little; larger batches pad to a wider line and did not pay on two cores.
+* ``int8_detection`` / ``int8_recognition``: dynamic-int8 copies made at warm-up
+  (:mod:`pagesight.ingestion.ocr.quantise`), float models when no copy can be made or loaded.
+  Off by default: on this machine's CPU (AVX-512 VNNI, ONNX Runtime 1.32, one thread, CPU
+  seconds of one session run, float and int8 interleaved) the int8 detector took 1.85x the float
+  one's time (``ConvInteger`` is not a fast path) and the int8 recogniser 0.9x (MatMuls only), a
+  few percent of a page for an unmeasured change in CER.
+* ``threads``: ONNX Runtime's intra-op threads for this worker (0 = one per core); with several
+  OCR workers on one host, give each cores / workers.
+
+The engine (and its ONNX sessions) is built once per worker and kept across pages.
 """
 
 from __future__ import annotations
@@ -24,6 +46,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -42,6 +65,7 @@ from pagesight.ingestion.ocr.base import (
     union_box,
 )
 from pagesight.ingestion.ocr.preprocess import line_to_original_frame, rotate_clockwise
+from pagesight.ingestion.ocr.quantise import int8_or_float
 from pagesight.ingestion.ocr.tesseract import (
     detect_orientation,
     tesseract_languages,
@@ -54,6 +78,11 @@ logger = logging.getLogger(__name__)
 RAPIDOCR_LANGUAGE = "multi"
 
 _WHITESPACE = re.compile(r"\s+")
+
+#: Operators ``int8_detection`` / ``int8_recognition`` quantise. The detector is all convolutions;
+#: the recogniser's convolutions stay float, because ONNX Runtime's dynamic ``ConvInteger`` made
+#: the recogniser 4x slower here (the transformer MatMuls alone: 0.9x).
+INT8_OP_TYPES: dict[str, tuple[str, ...]] = {"det": ("Conv",), "rec": ("MatMul",)}
 
 # A quadrilateral as RapidOCR returns it: four (x, y) points.
 Quad = Sequence[Sequence[float]]
@@ -90,13 +119,15 @@ class RapidOcrEngine:
         self._want_orientation = detect_orientation
         self._use_osd = False
         self._engine: Any = None
+        #: The ONNX files the loaded engine reads (the int8 copies, or the float models).
+        self.model_paths: dict[str, Path] = {}
 
     def warm_up(self) -> None:
         """Load the detection and recognition models from the wheel; check for Tesseract OSD."""
         if self._engine is not None:
             return
         try:
-            from rapidocr import RapidOCR
+            import rapidocr  # noqa: F401  (fail here, with a clear message, not on a page)
         except ImportError as exc:
             raise PageSightError(
                 ErrorCode.OCR_FAILED, Stage.OCR, f"rapidocr is not installed: {exc}"
@@ -107,7 +138,37 @@ class RapidOcrEngine:
             except PageSightError as exc:
                 logger.info("no Tesseract OSD for RapidOCR page orientation (%s)", exc.message)
         models = packaged_model_paths()
-        params = {
+        options = self.options
+        det_path, rec_path = models["det"], models["rec"]
+        if options.int8_detection:
+            det_path = int8_or_float(det_path, options.model_cache_dir, INT8_OP_TYPES["det"])
+        if options.int8_recognition:
+            rec_path = int8_or_float(rec_path, options.model_cache_dir, INT8_OP_TYPES["rec"])
+        try:
+            engine = _load_engine(self._params(det_path, rec_path))
+        except Exception as exc:
+            if (det_path, rec_path) == (models["det"], models["rec"]):
+                raise PageSightError(
+                    ErrorCode.OCR_FAILED, Stage.OCR, f"RapidOCR failed to load its models: {exc}"
+                ) from exc
+            # A cached int8 copy that does not load (truncated, made by another runtime) must not
+            # stop the worker: the float models are the ones the wheel guarantees.
+            logger.warning("RapidOCR int8 models failed to load (%s); using the float models", exc)
+            det_path, rec_path = models["det"], models["rec"]
+            try:
+                engine = _load_engine(self._params(det_path, rec_path))
+            except Exception as float_exc:
+                raise PageSightError(
+                    ErrorCode.OCR_FAILED,
+                    Stage.OCR,
+                    f"RapidOCR failed to load its models: {float_exc}",
+                ) from float_exc
+        self.model_paths = {"det": det_path, "rec": rec_path}
+        self._engine = engine
+
+    def _params(self, det_path: Path, rec_path: Path) -> dict[str, Any]:
+        options = self.options
+        return {
             # "warning" would log every page without text ("text detection result is empty").
             "Global.log_level": "error",
             # Our own min_confidence filter runs after word alignment; RapidOCR's own filter
@@ -115,29 +176,24 @@ class RapidOcrEngine:
             "Global.text_score": 0.0,
             # The line classifier does more harm than good (module docstring).
             "Global.use_cls": False,
-            "Det.model_path": str(models["det"]),
-            "Rec.model_path": str(models["rec"]),
+            "Det.model_path": str(det_path),
+            "Rec.model_path": str(rec_path),
+            "Det.limit_side_len": options.det_limit_side_len,
+            "Det.limit_type": options.det_limit_type,
+            "Rec.rec_batch_num": options.rec_batch_size,
+            # -1 is RapidOCR's "ONNX Runtime decides" (one thread per core).
+            "EngineConfig.onnxruntime.intra_op_num_threads": options.threads or -1,
+            "EngineConfig.onnxruntime.inter_op_num_threads": 1 if options.threads else -1,
         }
-        try:
-            engine = RapidOCR(params=params)
-            # RapidOCR loads each model on first use; loading them here moves the cost (and any
-            # failure) to start-up. These loaders are not public API: if a release renames them,
-            # the models simply load on the first page.
-            for loader in ("_load_det_model", "_load_rec_model"):
-                if callable(getattr(engine, loader, None)):
-                    getattr(engine, loader)()
-        except Exception as exc:
-            raise PageSightError(
-                ErrorCode.OCR_FAILED, Stage.OCR, f"RapidOCR failed to load its models: {exc}"
-            ) from exc
-        self._engine = engine
 
     def recognize(self, image: Image.Image) -> OcrResult:
         self.warm_up()
         original_size = image.size
         rgb = image if image.mode == "RGB" else image.convert("RGB")
+        started = time.perf_counter()
         rotation = upright_rotation(detect_orientation(rgb.convert("L"))) if self._use_osd else 0
         upright = rotate_clockwise(rgb, rotation)
+        orientation_s = time.perf_counter() - started
 
         try:
             output = self._engine(upright, return_word_box=True)
@@ -161,7 +217,28 @@ class RapidOcrEngine:
             image_size=original_size,
             language=RAPIDOCR_LANGUAGE,
             engine=self.name,
+            stage_seconds={"orientation": orientation_s, **_stage_seconds(output)},
         )
+
+
+def _load_engine(params: dict[str, Any]) -> Any:
+    from rapidocr import RapidOCR
+
+    engine = RapidOCR(params=params)
+    # RapidOCR loads each model on first use; loading them here moves the cost (and any failure)
+    # to start-up. These loaders are not public API: if a release renames them, the models simply
+    # load on the first page.
+    for loader in ("_load_det_model", "_load_rec_model"):
+        if callable(getattr(engine, loader, None)):
+            getattr(engine, loader)()
+    return engine
+
+
+def _stage_seconds(output: Any) -> dict[str, float]:
+    """RapidOCR's own timings (``elapse_list``: detection, classifier, recognition), if any."""
+    elapsed = getattr(output, "elapse_list", None) or ()
+    names = ("detection", "classifier", "recognition")
+    return {name: float(s) for name, s in zip(names, elapsed, strict=False) if s is not None}
 
 
 def _lines_from_output(output: Any, size: tuple[int, int], min_confidence: float) -> list[OcrLine]:

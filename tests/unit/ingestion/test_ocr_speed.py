@@ -1,0 +1,133 @@
+"""RapidOCR's speed settings (issue 36): they reach ONNX Runtime, and int8 falls back cleanly.
+
+The int8 copies are made from the models the rapidocr wheel ships, into a temporary cache dir; a
+quantiser that is missing or fails, or a cached copy that does not load, must leave the engine
+reading with the float models, never failing the worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import pytest
+
+from pagesight.core.settings import RapidOcrOptions, Settings
+from pagesight.ingestion.ocr import quantise
+from pagesight.ingestion.ocr.rapid import INT8_OP_TYPES, RapidOcrEngine, packaged_model_paths
+from tests.unit.ingestion.test_ocr import ENGLISH_LINES, _located_word_recall, _make_page
+
+
+def _read_drawn_page(engine: RapidOcrEngine) -> float:
+    image, truth = _make_page(ENGLISH_LINES)
+    result = engine.recognize(image)
+    assert len(result.lines) == len(ENGLISH_LINES)
+    # The per-stage profile bench/bench_ocr.py reports.
+    assert {"orientation", "detection", "recognition"} <= result.stage_seconds.keys()
+    return _located_word_recall(result, truth)
+
+
+def test_speed_settings_are_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PAGESIGHT_PARSE__OCR__KIND", "rapidocr")
+    monkeypatch.setenv("PAGESIGHT_PARSE__OCR__DET_LIMIT_TYPE", "max")
+    monkeypatch.setenv("PAGESIGHT_PARSE__OCR__DET_LIMIT_SIDE_LEN", "1280")
+    monkeypatch.setenv("PAGESIGHT_PARSE__OCR__INT8_RECOGNITION", "false")
+    monkeypatch.setenv("PAGESIGHT_PARSE__OCR__THREADS", "1")
+    ocr = Settings().parse.ocr
+    assert isinstance(ocr, RapidOcrOptions)
+    assert (ocr.det_limit_type, ocr.det_limit_side_len) == ("max", 1280)
+    assert (ocr.int8_recognition, ocr.threads) == (False, 1)
+    with pytest.raises(ValueError):
+        RapidOcrOptions(det_limit_side_len=10)
+    with pytest.raises(ValueError):
+        RapidOcrOptions(rec_batch_size=0)
+
+
+def test_options_reach_rapidocr_and_onnx_runtime(tmp_path: Path) -> None:
+    options = RapidOcrOptions(
+        det_limit_type="max",
+        det_limit_side_len=960,
+        rec_batch_size=16,
+        threads=1,
+        int8_detection=False,
+        int8_recognition=False,
+        model_cache_dir=tmp_path,
+        fallback=None,
+    )
+    engine = RapidOcrEngine(options, detect_orientation=False)
+    engine.warm_up()
+    cfg = engine._engine.cfg
+    assert (cfg.Det.limit_side_len, cfg.Det.limit_type) == (960, "max")
+    assert cfg.Rec.rec_batch_num == 16
+    for stage in (engine._engine.text_det, engine._engine.text_rec):
+        assert stage.session.session.get_session_options().intra_op_num_threads == 1
+    assert engine.model_paths == packaged_model_paths()
+    assert list(tmp_path.iterdir()) == []  # float models asked for: nothing quantised
+    assert _read_drawn_page(engine) >= 0.9
+
+
+def test_int8_models_are_made_once_into_the_cache_and_read_the_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    options = RapidOcrOptions(
+        int8_detection=True, int8_recognition=True, model_cache_dir=tmp_path, fallback=None
+    )
+    engine = RapidOcrEngine(options, detect_orientation=False)
+    engine.warm_up()
+    floats = packaged_model_paths()
+    for task in ("det", "rec"):
+        path = engine.model_paths[task]
+        assert path.parent == tmp_path and path.is_file()
+        assert path == quantise.int8_model_path(floats[task], tmp_path, INT8_OP_TYPES[task])
+        assert path.stat().st_size < 0.7 * floats[task].stat().st_size  # int8 weights
+    assert not list(tmp_path.glob(".*partial*"))
+    assert _read_drawn_page(engine) >= 0.9
+
+    # A second worker finds the copies: the quantiser is not called again.
+    import onnxruntime.quantization
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("quantised again")
+
+    monkeypatch.setattr(onnxruntime.quantization, "quantize_dynamic", refuse)
+    again = RapidOcrEngine(options, detect_orientation=False)
+    again.warm_up()
+    assert again.model_paths == engine.model_paths
+
+
+def test_without_a_quantiser_the_engine_reads_with_the_float_models(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setitem(sys.modules, "onnxruntime.quantization", None)  # import fails
+    options = RapidOcrOptions(
+        int8_detection=True, int8_recognition=True, model_cache_dir=tmp_path, fallback=None
+    )
+    engine = RapidOcrEngine(options, detect_orientation=False)
+    with caplog.at_level(logging.WARNING, logger=quantise.__name__):
+        engine.warm_up()
+    assert engine.model_paths == packaged_model_paths()
+    assert "using the float model" in caplog.text
+    assert _read_drawn_page(engine) >= 0.9
+
+
+def test_an_unwritable_cache_dir_falls_back_to_the_float_model(tmp_path: Path) -> None:
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("x")
+    source = packaged_model_paths()["rec"]
+    assert quantise.int8_or_float(source, not_a_dir, INT8_OP_TYPES["rec"]) == source
+
+
+def test_a_corrupt_cached_int8_model_falls_back_to_the_float_models(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    floats = packaged_model_paths()
+    corrupt = quantise.int8_model_path(floats["det"], tmp_path, INT8_OP_TYPES["det"])
+    corrupt.write_bytes(b"not an onnx model")
+    options = RapidOcrOptions(int8_detection=True, model_cache_dir=tmp_path, fallback=None)
+    engine = RapidOcrEngine(options, detect_orientation=False)
+    with caplog.at_level(logging.WARNING):
+        engine.warm_up()
+    assert engine.model_paths == floats
+    assert "using the float models" in caplog.text
+    assert _read_drawn_page(engine) >= 0.9
