@@ -4,13 +4,13 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 APT_PACKAGES := tesseract-ocr tesseract-ocr-eng tesseract-ocr-jpn tesseract-ocr-osd fonts-dejavu-core \
-	postgresql chromium fonts-noto-cjk
+	postgresql chromium fonts-noto-cjk prometheus
 PYTEST_ARGS ?=
 export OMP_NUM_THREADS ?= 1
 export OMP_THREAD_LIMIT ?= 1
 
 .PHONY: setup system-deps demo serve test test-fast test-e2e lint typecheck format bench bench-ocr \
-	bench-parse bench-bulk bench-maxsim bench-embed bench-gateway eval-smoke eval-ja eval-full lock clean \
+	bench-parse bench-bulk bench-ops bench-maxsim bench-embed bench-gateway eval-smoke eval-ja eval-full lock clean \
 	setup-vllm test-vllm eval-answers calibrate-abstain db-upgrade check-k8s k8s-sync ui-screenshots
 
 setup: system-deps $(STAMP)
@@ -18,7 +18,8 @@ setup: system-deps $(STAMP)
 # System packages: Tesseract with English, Japanese and orientation data; PostgreSQL's server,
 # whose binaries the tests start a throwaway cluster with (tests/postgres.py); Chromium, which
 # the web UI's browser tests drive through Playwright (tests/browser), and Noto CJK so that
-# Japanese renders in it.
+# Japanese renders in it; Prometheus for its promtool, which checks and unit-tests
+# k8s/prometheus/alerts.yaml (make check-k8s; no Prometheus server is run).
 system-deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -135,6 +136,10 @@ bench-parse: setup
 
 bench-bulk: setup
 	$(BIN)/python bench/bench_bulk.py --out var/bench/bulk.json
+
+# Shutdown after SIGTERM, failing fast on an unreachable database, bulk's first progress line.
+bench-ops: setup
+	$(BIN)/python -m bench.bench_ops --out var/bench/ops.json
 
 # The exact numpy baseline gets every core (BLAS threads): the Makefile's OMP_NUM_THREADS=1
 # would make it single-threaded and flatter the speed-up.

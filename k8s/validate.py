@@ -7,7 +7,10 @@ no schema there: they are validated by the one written down from KubeRay's CRDs 
 k8s/schemas/, and each of their pod templates as a core PodTemplate. Then what ties the files
 together: the RayService serves pagesight/entrypoints/serve/gpu-cluster.yaml, the kustomization
 lists the stack, every pod template carries the labels the NetworkPolicies select on, every
-container asks for resources, and the PageSight image has one tag everywhere.
+container asks for resources, and the PageSight image has one tag everywhere. The monitoring
+files (prometheus/alerts.yaml, grafana/pagesight-dashboard.json) are checked by shape, and by
+`promtool check rules` and `promtool test rules` where promtool is installed (Debian's
+`prometheus` package, `make system-deps`); the kustomization ships them as ConfigMaps.
 
     python -m k8s.validate [DIR] [--serve-config FILE] [--kubernetes-version 1.33]
 """
@@ -16,6 +19,10 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
+import re
+import shutil
+import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -259,6 +266,187 @@ def validate(
             results.append(result)
             docs.append((name, doc))
     results.append(check_kustomization(directory, docs))
+    results += check_monitoring(directory)
+    return results
+
+
+# -- monitoring: alert rules and the dashboard ---------------------------------------------------
+
+RULES = Path("prometheus") / "alerts.yaml"
+RULE_TESTS = Path("prometheus") / "alerts.test.yaml"
+DASHBOARD = Path("grafana") / "pagesight-dashboard.json"
+_GROUP_KEYS = frozenset({"name", "interval", "limit", "rules"})
+_DURATION = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
+_PROMQL_WORDS = frozenset(
+    {"and", "or", "unless", "by", "without", "on", "ignoring", "group_left", "group_right"}
+    | {"offset", "bool", "inf", "nan", "e"}
+)
+
+
+def metric_names(expr: str) -> set[str]:
+    """The metric names a PromQL expression (or a Grafana ``label_values(...)`` query) reads:
+    what is left once strings, label matchers, ranges, grouping clauses and function names are
+    taken out."""
+    found = re.fullmatch(r"\s*label_values\((.*),\s*\w+\s*\)\s*", expr, re.S)
+    if found:
+        expr = found.group(1)
+    expr = re.sub(r'"(\\.|[^"\\])*"', "", expr)  # strings, label values among them
+    expr = re.sub(r"\{[^}]*\}|\[[^\]]*\]", " ", expr)  # matchers, ranges, $__rate_interval
+    expr = re.sub(
+        r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", expr
+    )  # label lists
+    names = re.findall(r"(?<![\w.$])([a-zA-Z_:][a-zA-Z0-9_:]*)\b(?!\s*\()", expr)
+    return {name for name in names if name.lower() not in _PROMQL_WORDS}
+
+
+def rule_exprs(path: Path) -> dict[str, str]:
+    """Alert or record name -> expression, for every rule of a rule file."""
+    groups = (yaml.safe_load(path.read_text()) or {}).get("groups") or []
+    return {
+        str(rule.get("alert") or rule.get("record")): str(rule.get("expr", ""))
+        for group in groups
+        for rule in group.get("rules") or []
+    }
+
+
+def dashboard_exprs(path: Path) -> dict[str, str]:
+    """Panel title (or variable name) -> query, for every target and query variable."""
+    dashboard = json.loads(path.read_text())
+    exprs = {
+        f"{panel.get('title')} [{target.get('refId')}]": str(target.get("expr", ""))
+        for panel in dashboard.get("panels") or []
+        for target in panel.get("targets") or []
+    }
+    for variable in (dashboard.get("templating") or {}).get("list") or []:
+        if variable.get("type") == "query":
+            query = variable.get("query")
+            exprs[f"${variable.get('name')}"] = str(
+                query.get("query", "") if isinstance(query, dict) else query
+            )
+    return exprs
+
+
+def check_rules_shape(path: Path) -> list[str]:
+    """What Prometheus needs of a rule file, for machines without promtool."""
+    errors: list[str] = []
+    try:
+        loaded = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        return [f"not YAML: {error}"]
+    groups = loaded.get("groups") if isinstance(loaded, dict) else None
+    if not isinstance(groups, list) or not groups:
+        return ["groups: a non-empty list is needed"]
+    seen: set[str] = set()
+    for i, group in enumerate(groups):
+        where = f"groups/{i}"
+        if not isinstance(group, dict) or not group.get("name") or not group.get("rules"):
+            errors.append(f"{where}: needs a name and rules")
+            continue
+        if set(group) - _GROUP_KEYS:
+            errors.append(f"{where}: unknown fields {sorted(set(group) - _GROUP_KEYS)}")
+        for j, rule in enumerate(group["rules"]):
+            errors += _check_rule(rule, f"{where}/rules/{j}", seen)
+    return errors
+
+
+def _check_rule(rule: Any, here: str, seen: set[str]) -> list[str]:
+    if not isinstance(rule, dict):
+        return [f"{here}: not a mapping"]
+    errors = []
+    extra = set(rule) - {"alert", "record", "expr", "for", "labels", "annotations"}
+    name = rule.get("alert") or rule.get("record")
+    if extra or not name or ("alert" in rule) == ("record" in rule):
+        errors.append(f"{here}: one of alert/record, expr, for, labels, annotations")
+    if not metric_names(str(rule.get("expr", ""))):
+        errors.append(f"{here}: expr reads no metric")
+    if "for" in rule and not _DURATION.match(str(rule["for"])):
+        errors.append(f"{here}: for {rule['for']!r} is not a duration")
+    errors += [
+        f"{here}: {key} must be a mapping"
+        for key in ("labels", "annotations")
+        if not isinstance(rule.get(key, {}), dict)
+    ]
+    if name in seen:
+        errors.append(f"{here}: {name} is defined twice")
+    seen.add(str(name))
+    return errors
+
+
+def check_dashboard_shape(path: Path) -> list[str]:
+    """A Grafana dashboard that imports: a uid, panels with unique ids and a place on the grid,
+    every query on the dashboard's Prometheus variable and reading some metric."""
+    try:
+        dashboard = json.loads(path.read_text())
+    except ValueError as error:
+        return [f"not JSON: {error}"]
+    errors = [f"{key}: missing" for key in ("title", "uid", "panels") if not dashboard.get(key)]
+    ids = [panel.get("id") for panel in dashboard.get("panels") or []]
+    if len(ids) != len(set(ids)) or None in ids:
+        errors.append("panels: ids must be present and unique")
+    for panel in dashboard.get("panels") or []:
+        where = f"panel {panel.get('title')!r}"
+        grid = panel.get("gridPos") or {}
+        if not all(isinstance(grid.get(k), int) for k in ("h", "w", "x", "y")):
+            errors.append(f"{where}: gridPos needs h, w, x, y")
+        if panel.get("type") == "row":
+            continue
+        if (panel.get("datasource") or {}).get("uid") != "${datasource}":
+            errors.append(f"{where}: datasource must be the $datasource variable")
+        if not panel.get("targets"):
+            errors.append(f"{where}: no query")
+    for name, expr in dashboard_exprs(path).items():
+        if not metric_names(expr):
+            errors.append(f"{name}: reads no metric: {expr!r}")
+    return errors
+
+
+def _promtool(promtool: str, *args: str, cwd: Path) -> list[str]:
+    done = subprocess.run(
+        [promtool, *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False
+    )
+    if done.returncode == 0:
+        return []
+    return [f"promtool {args[0]} {args[1]}: {line}" for line in done.stdout.splitlines()[-15:]]
+
+
+def check_monitoring(directory: Path) -> list[Result]:
+    """The alert rules (promtool where installed, else their shape), the dashboard, and the
+    kustomization's ConfigMaps shipping both."""
+    rules, tests, dashboard = directory / RULES, directory / RULE_TESTS, directory / DASHBOARD
+    results = []
+    for path in (rules, tests, dashboard):
+        if not path.is_file():
+            results.append(Result(str(path.relative_to(directory)), ["missing"]))
+    if results:
+        return results
+    result = Result(str(RULES), check_rules_shape(rules))
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        result.notes.append("promtool not installed: shape checked only")
+    elif not result.errors:
+        result.errors += _promtool(promtool, "check", "rules", rules.name, cwd=rules.parent)
+        result.errors += _promtool(promtool, "test", "rules", tests.name, cwd=tests.parent)
+        result.notes.append(f"promtool check rules, promtool test rules {tests.name}")
+    result.notes.append(f"{len(rule_exprs(rules))} rules")
+    results.append(result)
+    shape = Result(str(DASHBOARD), check_dashboard_shape(dashboard))
+    shape.notes.append(f"{len(dashboard_exprs(dashboard))} queries")
+    results.append(shape)
+    kustomization = yaml.safe_load((directory / "kustomization.yaml").read_text()) or {}
+    shipped = {
+        str(name).rpartition("=")[2]
+        for generator in kustomization.get("configMapGenerator") or []
+        for name in generator.get("files") or []
+    }
+    missing = {str(RULES), str(DASHBOARD)} - shipped
+    gone = {name for name in shipped if not (directory / name).is_file()}
+    results.append(
+        Result(
+            "kustomization.yaml configMapGenerator",
+            [f"{name}: not shipped as a ConfigMap" for name in sorted(missing)]
+            + [f"{name}: does not exist" for name in sorted(gone)],
+        )
+    )
     return results
 
 

@@ -98,6 +98,19 @@ class BBox(BaseModel):
         return (self.x0, self.y0, self.x1, self.y1)
 
 
+class DocumentState(StrEnum):
+    """What a catalogued document is to search (README, "Zero-downtime re-index").
+
+    READY: the live index version holds its points. MISSING: ``pagesight reindex
+    --allow-missing`` left it out of the version it promoted (its source file was gone or had
+    changed), so nothing of it is searchable, yet it stays listed, so that the operator sees
+    what was lost instead of a document that silently vanished. Re-ingesting its file makes it
+    READY again, so does a rollback to a version that held it; deleting it removes it."""
+
+    READY = "READY"
+    MISSING = "MISSING"
+
+
 def source_name(source_uri: object) -> str | None:
     """The file name in a document's source URI: the last component of its path, URL-decoded
     (``file:///data/Annual%20Report.pdf`` -> ``Annual Report.pdf``; an upload's
@@ -138,6 +151,12 @@ class Document(BaseModel):
         default=None,
         description="chunks this version wrote to the text index (none for a file recorded "
         "before the count was kept); 0 is a file with no text, which re-ingesting skips too",
+    )
+    state: DocumentState = Field(
+        default=DocumentState.READY,
+        description="READY: searchable in the live index version; MISSING: a re-index left it "
+        "out (its source file was gone or changed): listed, never searched, until its file is "
+        "ingested again, a rollback restores the version that held it, or it is deleted",
     )
 
     @computed_field(  # type: ignore[prop-decorator]

@@ -51,6 +51,9 @@ class ErrorCode(StrEnum):
     RATE_LIMITED = "RATE_LIMITED"
     SOURCE_NOT_ALLOWED = "SOURCE_NOT_ALLOWED"
     UNAVAILABLE = "UNAVAILABLE"
+    #: PostgreSQL stopped answering a running service (it was reachable when the process
+    #: started): transient, so the gateway answers 503 with ``Retry-After``
+    DATABASE_UNAVAILABLE = "DATABASE_UNAVAILABLE"
 
 
 class PageSightError(Exception):

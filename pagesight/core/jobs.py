@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from pagesight.core.document import DocumentState
 from pagesight.core.errors import ErrorCode
 
 
@@ -49,6 +50,12 @@ class JobStatus(BaseModel):
     attempts: int = 0
     created_at: datetime
     updated_at: datetime
+    document_state: DocumentState | None = Field(
+        default=None,
+        description="the state of the job's document now, as the catalog says when the job "
+        "is read (a READY job whose document a re-index left out reads MISSING here); null "
+        "when the catalog holds no document of that id (yet). Never stored with the job",
+    )
 
 
 class IngestJob(JobStatus):

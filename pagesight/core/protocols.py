@@ -22,6 +22,7 @@ from pagesight.core.types import (
     ChatResult,
     CorrectiveTrace,
     Document,
+    DocumentState,
     DocumentStructure,
     IngestJob,
     JobState,
@@ -295,6 +296,11 @@ class CatalogRepository(Protocol):
     def delete_document(self, tenant: str, doc_id: str) -> list[str] | None: ...
 
     def document(self, tenant: str, doc_id: str) -> Document | None: ...
+
+    def document_states(self, tenant: str, doc_ids: Iterable[str]) -> dict[str, DocumentState]:
+        """``{doc_id: state}`` of those of ``doc_ids`` the tenant has a document of (a jobs
+        listing shows each job's document state: MISSING when a re-index left it out)."""
+        ...
 
     def documents(self, tenant: str) -> list[Document]: ...
 

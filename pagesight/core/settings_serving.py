@@ -48,7 +48,7 @@ class GatewayOptions(BaseModel):
     )
     max_upload_bytes: int = Field(default=100 * 1024 * 1024, ge=1, description="else 413")
     max_concurrency_per_key: int = Field(default=8, ge=1, description="else 429")
-    retry_after_s: int = Field(default=1, ge=1, description="Retry-After of a 429")
+    retry_after_s: int = Field(default=1, ge=1, description="Retry-After of a 429 or a 503")
     request_timeout_s: float = Field(default=30.0, gt=0, description="else 504")
     max_top_k: int = Field(default=100, ge=1)
     max_query_chars: int = Field(default=2000, ge=1)

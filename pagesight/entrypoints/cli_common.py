@@ -23,7 +23,7 @@ from rich.progress import (
 )
 
 from pagesight.core.errors import ErrorCode, PageSightError, Stage
-from pagesight.core.types import JobState, JobStatus
+from pagesight.core.types import DocumentState, JobState, JobStatus
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
 
@@ -158,8 +158,13 @@ def _job_name(job: JobStatus) -> str:
 
 
 def _job_line(job: JobStatus) -> str:
-    """``STATE  name  doc_id  detail``: one line per job, columns aligned."""
-    if job.state == JobState.READY:
+    """``STATE  name  doc_id  detail``: one line per job, columns aligned. A READY job whose
+    document a re-index left out shows the document's state, MISSING: its chunks are in no
+    live index, whatever the job once wrote."""
+    if job.state == JobState.READY and job.document_state == DocumentState.MISSING:
+        state = DocumentState.MISSING.value
+        detail = "left out by a re-index (file gone or changed): not searchable; ingest it again"
+    elif job.state == JobState.READY:
         state = "unchanged" if job.unchanged else "READY"
         detail = "" if job.unchanged else f"{job.pages} pages, {job.chunks} chunks"
     elif job.state == JobState.FAILED:

@@ -4,11 +4,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
-import time
-from collections.abc import Callable, Iterator
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -16,12 +13,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
     Progress,
     TaskID,
-    TextColumn,
-    TimeElapsedColumn,
 )
 
 from pagesight.core.errors import ErrorCode, PageSightError, Stage
@@ -42,7 +35,6 @@ from pagesight.entrypoints.cli_common import (
 )
 
 if TYPE_CHECKING:
-    from pagesight.ingestion.bulk import BulkProgress
     from pagesight.ingestion.ingest import IngestProgress
 
 
@@ -203,27 +195,29 @@ def bulk(
         Path | None, typer.Option("--report", help="write the run's report here (JSON)")
     ] = None,
     as_json: Json = False,
+    verbose: Verbose = False,
 ) -> None:
     """Ingest many files through a Ray Data pipeline (parse tasks, embedder actors, GPU page
     embedder), writing the local index directly (or the Qdrant server: PAGESIGHT_QDRANT_URL).
 
     Resumable: documents READY at the same version are skipped, so re-running a killed run
     finishes it. A manifest line is {"uri", "tenant", "doc_id"?, "acl"?, "title"?,
-    "valid_until"?}. Progress on stderr: a bar on a terminal, JSON lines otherwise. Prints the
-    failed files and a summary (--json: the report {source, files, ready, failed, skipped,
-    unfinished, pages, wall_s, pages_per_s, failures, stages, aborted, jobs}). Refused while
-    `pagesight serve` owns the embedded index. Exit 1 when every file failed or the pipeline
-    stopped, 3 when some files failed."""
+    "valid_until"?}. The plan (files found, already done, to do) comes first, before Ray
+    starts; then progress every PAGESIGHT_BULK__PROGRESS_INTERVAL_S: a bar on a terminal, JSON
+    lines on stderr otherwise. Prints the failed files and a summary. --json: stdout is JSON
+    lines, {"event": "plan"}, {"event": "progress"}..., then {"event": "done", source, files,
+    ready, failed, skipped, unfinished, pages, wall_s, pages_per_s, failures, stages, aborted,
+    jobs}. Ray's own log lines go to <data dir>/logs/bulk-ray.log (--verbose: to stderr).
+    Refused while `pagesight serve` owns the embedded index. Exit 1 when every file failed or
+    the pipeline stopped, 3 when some files failed."""
+    from pagesight.entrypoints.cli_progress import run_progress
     from pagesight.services.bulk_job import run_bulk
     from pagesight.services.stack import cli_actor
 
     settings = Settings()
-    # Ray prints worker deaths and retries on stdout: during the run, stdout is stderr, so that
-    # stdout keeps only the result.
-    with (
-        contextlib.redirect_stdout(sys.stderr),
-        _bulk_progress(settings.bulk.progress_interval_s) as on_progress,
-    ):
+    interval = settings.bulk.progress_interval_s
+    shown = run_progress("bulk", settings.data_dir, interval, as_json=as_json, verbose=verbose)
+    with shown as (on_progress, output):
         result = run_bulk(
             settings,
             source,
@@ -231,6 +225,7 @@ def bulk(
             acl=list(acl or []),
             actor=cli_actor(),
             on_progress=on_progress,
+            verbose=verbose,
         )
     if report is not None:
         from pagesight.ingestion.bulk import write_report
@@ -238,7 +233,7 @@ def bulk(
         write_report(result, report)
     summary = result.as_dict()
     if as_json:
-        _emit_json(summary)
+        _emit_event("done", summary)
     else:
         _print_jobs([j.status() for j in result.failed])
         out.print(
@@ -248,54 +243,28 @@ def bulk(
             markup=False,
         )
     if result.aborted:
+        where = f"; Ray's log: {output.ray_log}" if output.ray_log else ""
         raise PageSightError(
             ErrorCode.INTERNAL,
             Stage.PARSE,
             f"the pipeline stopped ({result.aborted}); {summary['unfinished']} file(s) left "
-            "unfinished: run the same command again to resume",
+            f"unfinished: run the same command again to resume{where}",
         )
     _exit_for(summary["failed"], summary["files"] - summary["skipped"])
 
 
-@contextlib.contextmanager
-def _bulk_progress(interval_s: float) -> Iterator[Callable[[BulkProgress], None]]:
-    """A bar (files, pages, pages/s) on a terminal; else a JSON line on stderr at most every
-    ``interval_s`` seconds, and always the last one."""
-    if err.is_terminal:
-        with Progress(
-            TextColumn("bulk"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("files  {task.fields[pages]} pages  {task.fields[rate]:.2f} pages/s"),
-            TextColumn("{task.fields[failed]} failed"),
-            TimeElapsedColumn(),
-            console=err,
-            transient=True,
-        ) as bar:
-            task = bar.add_task("bulk", total=None, pages=0, rate=0.0, failed=0)
+def _emit_event(event: str, data: dict[str, Any]) -> None:
+    """``--json``: the run's last event, one line (its plan and progress came before)."""
+    sys.stdout.write(json.dumps({"event": event, **data}, ensure_ascii=False, default=str) + "\n")
 
-            def draw(p: BulkProgress) -> None:
-                bar.update(
-                    task,
-                    completed=p.files_done,
-                    total=p.files_total,
-                    pages=p.pages_done,
-                    rate=p.pages_per_s,
-                    failed=p.failed,
-                )
 
-            yield draw
-        return
-    shown = [0.0]
-
-    def line(p: BulkProgress) -> None:
-        now = time.monotonic()
-        if now - shown[0] >= interval_s or p.files_done == p.files_total:
-            shown[0] = now
-            sys.stderr.write(json.dumps(p.as_dict()) + "\n")
-            sys.stderr.flush()
-
-    yield line
+Verbose = Annotated[
+    bool,
+    typer.Option(
+        "--verbose",
+        help="show Ray's own log lines (ray.init, raylet, workers, Ray Data's bars) on stderr",
+    ),
+]
 
 
 def reindex(
@@ -304,28 +273,39 @@ def reindex(
         typer.Option(
             "--allow-missing",
             help="promote even if some documents' source files are gone or changed (they are "
-            "left out of the new version and the catalog; the report names them)",
+            "left out of the new version and listed as MISSING; the report names them)",
         ),
     ] = False,
     as_json: Json = False,
+    verbose: Verbose = False,
 ) -> None:
     """Rebuild every catalogued document (all tenants) into a new index version with the
     current settings (model, dims, parser, chunker), verify it (points per document, dims),
     then switch the alias atomically; the previous version is kept for `pagesight rollback`.
     Searches keep working throughout: running searchers switch within
-    PAGESIGHT_INDEX__ALIAS_CHECK_S. Prints a report (--json: {documents, rebuilt, pages,
-    points, indexes, verified, mismatches, failures, missing, left_out, promoted, refused,
-    dropped, wall_s}). Exit 1 when refused (missing sources, failed verification): the live
-    version is then unchanged."""
+    PAGESIGHT_INDEX__ALIAS_CHECK_S. The plan (documents, missing, to do, pages) comes first,
+    then progress as `pagesight bulk` shows it. Prints a report (--json: JSON lines, the plan
+    and progress events, then {"event": "done", documents, rebuilt, pages, points, indexes,
+    verified, mismatches, failures, missing, left_out, promoted, refused, dropped, wall_s}).
+    Ray's own log lines go to <data dir>/logs/reindex-ray.log (--verbose: to stderr). Exit 1
+    when refused (missing sources, failed verification): the live version is then
+    unchanged."""
+    from pagesight.entrypoints.cli_progress import run_progress
     from pagesight.services.reindex_job import run_reindex
 
     settings = Settings()
-    # Ray prints worker deaths and retries on stdout: during the run, stdout is stderr.
-    with contextlib.redirect_stdout(sys.stderr):
-        result = run_reindex(settings, allow_missing=allow_missing or None)
+    interval = settings.bulk.progress_interval_s
+    shown = run_progress("reindex", settings.data_dir, interval, as_json=as_json, verbose=verbose)
+    with shown as (on_progress, _):
+        result = run_reindex(
+            settings,
+            allow_missing=allow_missing or None,
+            on_progress=on_progress,
+            verbose=verbose,
+        )
     summary = result.as_dict()
     if as_json:
-        _emit_json(summary)
+        _emit_event("done", summary)
     else:
         for missing in result.missing:
             where = "left out" if result.left_out else "missing"

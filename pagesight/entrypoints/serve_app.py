@@ -57,9 +57,16 @@ from pagesight.core.protocols import PageEmbedding
 from pagesight.core.settings import Settings
 from pagesight.core.tracing import configure_json_logging
 from pagesight.core.types import ParsedDocument
+from pagesight.entrypoints.fleet_metrics import (
+    RegistryExport,
+    export_replica_metrics,
+    node_metrics_urls,
+)
 from pagesight.gateway.app import build_app as build_gateway
 from pagesight.gateway.auth import KeyRing
 from pagesight.gateway.backend import ServiceClient
+from pagesight.gateway.metrics import FleetScrape, GatewayMetrics
+from pagesight.gateway.retry import retry_reads_once
 from pagesight.index.base import IndexSchema, VectorStore
 from pagesight.index.forwarded import ForwardedVectorStore
 from pagesight.ingestion.isolation import parse_isolated
@@ -285,6 +292,7 @@ class IndexReplica(IndexService):
         engines = await _remote_engines(settings, parser, text_embedder, page_embedder)
         super().__init__(settings, **engines)
         await asyncio.to_thread(self.warm_up)
+        self._metrics_export = export_replica_metrics(self.metrics.registry)
 
     def check_health(self) -> None:
         """Serve's health check: a dead ingest worker or a closed index restarts the replica."""
@@ -312,6 +320,8 @@ class QueryReplica(IndexService):
             open_store=open_store,
         )
         await asyncio.to_thread(self.warm_up, False)
+        # this replica's search-stage histograms, in the fleet's scrape next to the others'
+        self._metrics_export = export_replica_metrics(self.metrics.registry)
 
     def check_health(self) -> None:
         _check(self)
@@ -375,8 +385,13 @@ class GatewayReplica:
 
         keyring = KeyRing.from_settings(settings)
         self._app = build_gateway(
-            ServiceClient(invoke, stream), settings.gateway, keyring, on_shutdown=keyring.close
+            # a read whose Query replica died under it goes once more to another (gateway.retry)
+            ServiceClient(retry_reads_once(invoke, _replica_lost), stream),
+            settings.gateway,
+            keyring,
+            on_shutdown=keyring.close,
         )
+        self._metrics_export = _fleet_metrics(self._app)
 
     def __serve_build_asgi_app__(self) -> Any:
         return self._app
@@ -402,12 +417,29 @@ class GatewayIndexReplica:
         self._app = build_gateway(
             ServiceClient.in_process(self.service), settings.gateway, keyring, on_shutdown=shutdown
         )
+        self._metrics_export = _fleet_metrics(self._app, self.service.metrics.registry)
 
     def __serve_build_asgi_app__(self) -> Any:
         return self._app
 
     def check_health(self) -> None:
         _check(self.service)
+
+
+def _replica_lost(exc: BaseException) -> bool:
+    """Ray's word that the replica running a call died or cannot be reached (a kill, a lost
+    node), also when it reaches us through the replica that called it."""
+    from ray.exceptions import RayActorError
+
+    return isinstance(exc, RayActorError) or isinstance(getattr(exc, "cause", None), RayActorError)
+
+
+def _fleet_metrics(app: Any, *registries: Any) -> RegistryExport | None:
+    """The gateway's ``/metrics`` also reads every Ray node's export (the whole fleet:
+    :class:`~pagesight.gateway.metrics.FleetScrape`), and this replica's registries go there."""
+    metrics: GatewayMetrics = app.state.metrics
+    metrics.fleet = FleetScrape(node_metrics_urls)
+    return export_replica_metrics(metrics.registry, *registries)
 
 
 def _check(service: IndexService) -> None:

@@ -18,7 +18,9 @@ A document of another tenant, or one the key's principals may not read, or one p
 ``valid_until``, answers exactly like a missing one (404, same body apart from the trace id),
 so an API key cannot probe which ids exist. Uploads, replacements and deletes need the key's
 ``write`` scope (else 403). Every error, including unknown routes and unreadable bodies, is
-``{"error": {code, stage, message, trace_id}}``.
+``{"error": {code, stage, message, trace_id}}``. Every 503 (``UNAVAILABLE``, and
+``DATABASE_UNAVAILABLE`` while PostgreSQL is down) carries ``Retry-After``
+(``gateway.retry_after_s``): the condition is a dependency's, and passes without a restart.
 
 Answers and chat completions (plain and streamed) are served by :mod:`pagesight.gateway.serving`.
 """
@@ -69,6 +71,7 @@ STATUS = {
     ErrorCode.CORRUPT: 422,
     ErrorCode.RATE_LIMITED: 429,
     ErrorCode.UNAVAILABLE: 503,
+    ErrorCode.DATABASE_UNAVAILABLE: 503,
     ErrorCode.TIMEOUT: 504,
 }
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -146,6 +149,9 @@ async def on_pagesight_error(request: Request, exc: PageSightError) -> JSONRespo
     if exc.code == ErrorCode.UNAUTHORIZED:
         headers = {"WWW-Authenticate": "Bearer"}
     status = STATUS.get(exc.code, 500 if exc.code == ErrorCode.INTERNAL else 422)
+    if status == 503:  # a dependency down (the database, a replica, the LLM): worth a retry
+        options: GatewayOptions = request.app.state.options
+        headers = {"Retry-After": str(options.retry_after_s)}
     body = ErrorBody(code=exc.code.value, stage=exc.stage.value, message=exc.message)
     return _error_response(request, status, body, headers)
 

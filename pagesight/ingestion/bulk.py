@@ -474,7 +474,13 @@ class PageEmbedStage(_EngineStage):
 
 @dataclass
 class BulkProgress:
-    """Where a run stands, after each finished file."""
+    """Where a run (``bulk`` or ``reindex``) stands. One clock, ``started``, times the whole
+    run: the progress lines' ``elapsed_s`` and the report's ``wall_s`` are the same reading.
+
+    ``phase`` goes ``planned`` (the plan is known, nothing started: :meth:`plan_dict`) ->
+    ``starting`` (Ray and the first stages starting) -> ``running`` -> ``done``. Pages are
+    counted beside the run (:mod:`pagesight.ingestion.page_count`): ``pages_counted`` grows
+    until ``files_counted`` reaches ``to_do``."""
 
     files_total: int
     files_done: int = 0
@@ -483,17 +489,58 @@ class BulkProgress:
     skipped: int = 0
     elapsed_s: float = 0.0
     last: IngestJob | None = None
+    command: str = "bulk"
+    phase: str = "planned"
+    #: files the pipeline has to take (the rest were done, held, missing or failed before)
+    to_do: int = 0
+    #: another live worker's unfinished jobs, left to it (counted in ``skipped`` too)
+    held: int = 0
+    #: re-index: documents whose source file is gone or changed
+    missing: int = 0
+    pages_counted: int = 0
+    files_counted: int = 0
+    started: float = field(default_factory=time.perf_counter)
 
     @property
     def pages_per_s(self) -> float:
         return self.pages_done / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
+    def tick(self) -> BulkProgress:
+        """Read the clock (until the run is done): ``elapsed_s`` is now's."""
+        if self.phase != "done":
+            self.elapsed_s = time.perf_counter() - self.started
+        return self
+
+    def finish(self) -> float:
+        """The run's one wall time (the clock stops here)."""
+        self.tick()
+        self.phase = "done"
+        return self.elapsed_s
+
+    def plan_dict(self) -> dict[str, Any]:
+        """The ``plan`` event: what the run found before any work started."""
+        return {
+            "event": "plan",
+            "command": self.command,
+            "files": self.files_total,
+            "already_done": self.skipped - self.held,
+            "held": self.held,
+            "missing": self.missing,
+            "failed": self.failed,
+            "to_do": self.to_do,
+        }
+
     def as_dict(self) -> dict[str, Any]:
         shown = {
             "event": "progress",
+            "command": self.command,
+            "phase": self.phase,
             "files_total": self.files_total,
+            "to_do": self.to_do,
             "files_done": self.files_done,
             "pages_done": self.pages_done,
+            "pages_counted": self.pages_counted,
+            "files_counted": self.files_counted,
             "pages_per_s": round(self.pages_per_s, 3),
             "failed": self.failed,
             "skipped": self.skipped,
@@ -595,7 +642,7 @@ class BulkWriter:
         self.progress = progress
         self.on_progress = on_progress
         self._pending: list[tuple[IngestJob, InFlight]] = []
-        self._started = self._last_write = time.perf_counter()
+        self._last_write = time.perf_counter()
 
     def consume(self, documents: Iterator[InFlight]) -> None:
         for doc in documents:
@@ -661,8 +708,7 @@ class BulkWriter:
         if job.state == JobState.READY:
             self.progress.pages_done += job.pages or 0
         self.progress.failed += job.state == JobState.FAILED
-        self.progress.elapsed_s = time.perf_counter() - self._started
-        self.progress.last = job
+        self.progress.tick().last = job
         if self.on_progress is not None:
             self.on_progress(self.progress)
 

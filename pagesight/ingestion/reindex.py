@@ -21,7 +21,12 @@ copy, if it still exists. The gateway deletes an upload's copy once it is indexe
 documents are reported missing unless their copy was kept. A document whose file is gone, or
 whose bytes differ from the indexed version (the catalog's ``version`` hash: rebuilding it would
 silently ingest new content), refuses the run unless ``allow_missing``; then it is left out of
-the new version and, at promote, out of the catalog, and the report names it. There is no
+the new version and, at promote, stays in the catalog as ``MISSING`` (``DocumentState``: listed
+with its jobs, in the API and the UI, without pages or structure, so no route can find it), and
+the report names it. Ingesting its file again makes it READY (so does a later re-index that
+finds its file back at the indexed version, and a rollback to a version that held it); deleting
+it removes it. A document already MISSING whose file is still not there is left out again
+without refusing the run (it is in no live version: leaving it out loses nothing). There is no
 per-tenant re-index: a version is a whole collection, so rebuilding one tenant into it would
 drop every other tenant from search at promote (and copying their points across a change of
 model or dims is impossible).
@@ -62,7 +67,14 @@ from pagesight.core.errors import ErrorCode, PageSightError
 from pagesight.core.ids import file_version
 from pagesight.core.protocols import CatalogRepository
 from pagesight.core.settings import BulkOptions
-from pagesight.core.types import Document, DocumentStructure, IngestJob, JobState, Page
+from pagesight.core.types import (
+    Document,
+    DocumentState,
+    DocumentStructure,
+    IngestJob,
+    JobState,
+    Page,
+)
 from pagesight.index.base import IndexPoint, IndexSchema, VectorStore
 from pagesight.ingestion.bulk import BulkTask, InFlight, batch_due
 
@@ -84,13 +96,17 @@ class MissingSource:
     source_uri: str
     #: "gone" (no file) or "changed" (the file's bytes are not the indexed version)
     reason: str
+    #: the document was MISSING already (left out by an earlier re-index): leaving it out
+    #: again takes nothing out of search, so it never refuses a run
+    already_missing: bool = False
 
-    def as_dict(self) -> dict[str, str]:
+    def as_dict(self) -> dict[str, str | bool]:
         return {
             "tenant": self.tenant,
             "doc_id": self.doc_id,
             "source_uri": self.source_uri,
             "reason": self.reason,
+            "already_missing": self.already_missing,
         }
 
 
@@ -142,7 +158,13 @@ class ReindexPlanner:
 
 
 def _missing(doc: Document, reason: str) -> MissingSource:
-    return MissingSource(doc.tenant, doc.doc_id, doc.source_uri, reason)
+    return MissingSource(
+        doc.tenant,
+        doc.doc_id,
+        doc.source_uri,
+        reason,
+        already_missing=doc.state == DocumentState.MISSING,
+    )
 
 
 def _file_uri_path(uri: str) -> Path | None:
@@ -406,12 +428,24 @@ class CatalogSnapshot:
 def write_rows(
     catalog: CatalogRepository, rebuilt: dict[DocKey, Rebuilt], left_out: Iterable[DocKey]
 ) -> None:
-    """The promoted version's catalog rows. Image refs an older parse used are kept (their
-    files too): a rollback may need them."""
+    """The promoted version's catalog rows: each rebuilt document READY with its new pages and
+    structure; each document ``left_out`` MISSING, still listed (deleting it would hide from
+    the operator what the re-index lost), with no pages and no structure (they describe a parse
+    no live version holds, and a reference or section route reading them would find a
+    document that has no points). Image refs an older parse used are kept (their files too):
+    a rollback may need them."""
     for item in rebuilt.values():
-        catalog.put_document(item.document, item.pages, item.structure)
+        catalog.put_document(
+            item.document.model_copy(update={"state": DocumentState.READY}),
+            item.pages,
+            item.structure,
+        )
     for tenant, doc_id in left_out:
-        catalog.delete_document(tenant, doc_id)
+        document = catalog.document(tenant, doc_id)
+        if document is not None:
+            catalog.put_document(
+                document.model_copy(update={"state": DocumentState.MISSING}), pages=[]
+            )
 
 
 # -- the report ------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
-import time
+import sys
 import warnings
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -44,6 +44,7 @@ from pagesight.ingestion.bulk import (
     task_rows,
 )
 from pagesight.ingestion.claims import held_claims, new_worker_id, release_dead_local_claims
+from pagesight.ingestion.page_count import PageCounter
 
 if TYPE_CHECKING:
     import ray.data
@@ -84,8 +85,15 @@ def run_bulk(
     acl: list[str] | None = None,
     actor: str | None = None,
     on_progress: Callable[[BulkProgress], None] | None = None,
+    verbose: bool = False,
 ) -> BulkReport:
-    """List, plan, run the pipeline and write; return the report (never raises for a file)."""
+    """List, plan, run the pipeline and write; return the report (never raises for a file).
+
+    ``on_progress`` hears of the plan (phase ``planned``) before Ray starts, then of the start
+    and of every finished file; the pages ahead are counted beside the run (into the same
+    :class:`BulkProgress`, which a reporter may read at any time). ``verbose``: Ray's own
+    output too (:func:`start_ray`)."""
+    progress = BulkProgress(files_total=0)  # its clock times the whole run
     items = list_sources(source, settings.bulk, tenant, acl)
     worker, lease_s = new_worker_id(), settings.database.job_lease_s
     with open_bulk_stack(settings) as stack, held_claims(stack.catalog, worker, lease_s):
@@ -108,15 +116,13 @@ def run_bulk(
             jobs=list(plan.failed),
             skipped=skipped,
         )
-        progress = BulkProgress(
-            files_total=len(items),
-            files_done=len(plan.failed) + skipped,
-            failed=len(plan.failed),
-            skipped=skipped,
-        )
-        if on_progress is not None:
-            on_progress(progress)
+        progress.files_total, progress.to_do = len(items), len(plan.tasks)
+        progress.files_done = len(plan.failed) + skipped
+        progress.failed, progress.skipped, progress.held = len(plan.failed), skipped, len(plan.held)
+        _tell(on_progress, progress)  # the plan, before anything starts
         if not plan.tasks:
+            report.wall_s = progress.finish()
+            _tell(on_progress, progress)
             return report
         writer = BulkWriter(
             stack.catalog, stack.ingestor.writer, settings.bulk, report, progress, on_progress
@@ -124,20 +130,44 @@ def run_bulk(
         visual = stack.page_store is not None
         if not visual:
             del report.stages["page_embed"]
-        start_ray(settings)
-        started = time.perf_counter()
-        try:
-            dataset = build_pipeline(plan.tasks, settings, visual, report)
+        progress.phase = "starting"
+        _tell(on_progress, progress)
+        with count_pages_of(plan.tasks, progress, settings):
             try:
-                writer.consume(_documents(dataset))
-            except Exception as exc:  # the pipeline gave up (retries spent): resumable
-                log.error("the bulk pipeline stopped: %s", exc)
-                writer.flush()
-                report.aborted = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
-        finally:
-            report.wall_s = time.perf_counter() - started
-            stop_ray()
+                start_ray(settings, verbose=verbose)
+                dataset = build_pipeline(plan.tasks, settings, visual, report)
+                progress.phase = "running"
+                try:
+                    writer.consume(_documents(dataset))
+                except Exception as exc:  # the pipeline gave up (retries spent): resumable
+                    log.error("the bulk pipeline stopped: %s", exc)
+                    writer.flush()
+                    report.aborted = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+            finally:
+                stop_ray()
+                report.wall_s = progress.finish()
+    _tell(on_progress, progress)
     return report
+
+
+def _tell(on_progress: Callable[[BulkProgress], None] | None, progress: BulkProgress) -> None:
+    if on_progress is not None:
+        on_progress(progress.tick())
+
+
+def count_pages_of(
+    tasks: list[BulkTask], progress: BulkProgress, settings: Settings
+) -> PageCounter:
+    """Counts the tasks' pages into ``progress`` (``pages_counted``, ``files_counted``) beside
+    the run, in a child process (:mod:`pagesight.ingestion.page_count`); a context manager."""
+
+    def counted(pages: int | None) -> None:
+        progress.pages_counted += pages or 0
+        progress.files_counted += 1
+
+    return PageCounter(
+        [t.job.path for t in tasks], counted, memory_mb=settings.limits.parse_memory_mb
+    )
 
 
 def _documents(dataset: ray.data.Dataset) -> Iterator[InFlight]:
@@ -145,15 +175,25 @@ def _documents(dataset: ray.data.Dataset) -> Iterator[InFlight]:
         yield InFlight.loads(bytes(row[DOC_COLUMN]))
 
 
-def start_ray(settings: Settings) -> None:
+def start_ray(settings: Settings, *, verbose: bool = False) -> None:
     """Connect to ``bulk.ray_address``, or start a Ray for this run only (``address='local'``:
-    never join a cluster some other process left running on this machine)."""
+    never join a cluster some other process left running on this machine).
+
+    Ray's own output is not the run's progress: unless ``verbose`` (or ``PAGESIGHT_DEBUG``),
+    workers' lines are not forwarded (``log_to_driver``), Ray Data draws no progress bars and
+    logs errors only, and Ray's Python loggers write to file descriptor 2 directly instead of
+    ``sys.stderr`` -- which the CLI points at a log file for the run while its own
+    ``sys.stderr`` stays the terminal (see :mod:`pagesight.entrypoints.cli_progress`), as it
+    does with the lines Ray's C++ core writes there."""
     import ray
     from ray.data import DataContext
 
+    verbose = verbose or bool(os.environ.get("PAGESIGHT_DEBUG"))
+    if not verbose:  # before ray.init, which logs too
+        _ray_logs_to_fd2()
     options = settings.bulk
     if options.ray_address:
-        ray.init(address=options.ray_address, configure_logging=False, log_to_driver=False)
+        ray.init(address=options.ray_address, configure_logging=False, log_to_driver=verbose)
     else:
         ray.init(
             address="local",
@@ -161,21 +201,77 @@ def start_ray(settings: Settings) -> None:
             object_store_memory=options.object_store_mb * 1024 * 1024,
             include_dashboard=False,
             configure_logging=False,
-            log_to_driver=False,
+            log_to_driver=verbose,
         )
-    if not os.environ.get("PAGESIGHT_DEBUG"):  # Ray Data's INFO lines would mix with ours
+    if not verbose:  # ray.init cleared the ray logger's handlers
+        _ray_logs_to_fd2()
+    context = DataContext.get_current()
+    context.enable_progress_bars = verbose  # ours is the progress the user sees
+    context.max_errored_blocks = 0  # a lost block is a failed run (resumable), never silent
+    if not verbose:  # Ray Data's INFO lines would mix with ours
         logging.getLogger("ray.data").setLevel(logging.ERROR)
         warnings.filterwarnings("ignore", "The maximum number of concurrent tasks", UserWarning)
-    context = DataContext.get_current()
-    context.enable_progress_bars = False  # ours is the progress the user sees
-    context.max_errored_blocks = 0  # a lost block is a failed run (resumable), never silent
+
+
+#: Ray's console log handlers muted by :func:`_ray_logs_to_fd2`, with their levels, the
+#: handlers put in their place, and the logging module's last resort it replaced
+_MUTED: list[tuple[logging.Handler, int]] = []
+_ADDED: list[tuple[logging.Logger, logging.Handler]] = []
+_LAST_RESORT: list[logging.Handler | None] = []
+
+
+def _ray_logs_to_fd2() -> None:
+    """Ray's console handlers write to whatever ``sys.stderr`` is at the time; for the run, its
+    loggers write to the process' file descriptor 2 instead (``sys.__stderr__``). Called before
+    ``ray.init`` and after it: with ``configure_logging=False`` it clears the ``ray`` logger's
+    handlers, and what it logs then reaches the logging module's last resort, which is pointed
+    at descriptor 2 as well."""
+    if sys.__stderr__ is None:
+        return
+    if not _LAST_RESORT:
+        _LAST_RESORT.append(logging.lastResort)
+        logging.lastResort = _fd2_handler(logging.WARNING)
+    for name in ("ray", "ray.data"):
+        logger = logging.getLogger(name)
+        if any(added in logger.handlers for _, added in _ADDED):
+            continue
+        for handler in logger.handlers:
+            if isinstance(handler, logging.StreamHandler) and not isinstance(
+                handler, logging.FileHandler
+            ):
+                _MUTED.append((handler, handler.level))
+                handler.setLevel(logging.CRITICAL + 1)
+        fd2 = _fd2_handler(logging.NOTSET)
+        logger.addHandler(fd2)
+        _ADDED.append((logger, fd2))
+
+
+def _fd2_handler(level: int) -> logging.Handler:
+    handler = logging.StreamHandler(sys.__stderr__)
+    handler.setLevel(level)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    return handler
+
+
+def _ray_logs_back() -> None:
+    while _MUTED:
+        handler, level = _MUTED.pop()
+        handler.setLevel(level)
+    while _ADDED:
+        logger, added = _ADDED.pop()
+        logger.removeHandler(added)
+    if _LAST_RESORT:
+        logging.lastResort = _LAST_RESORT.pop()
 
 
 def stop_ray() -> None:
     import ray
 
-    if ray.is_initialized():
-        ray.shutdown()
+    try:
+        if ray.is_initialized():
+            ray.shutdown()
+    finally:
+        _ray_logs_back()
 
 
 def build_pipeline(

@@ -240,7 +240,7 @@ _COPIES = {
     for c in (
         # claims stay behind (see the module docstring)
         _Copy(t.jobs, ("job_id", "tenant", "doc_id", "state", "created_at", "body"), "created_at"),
-        _Copy(t.documents, ("tenant", "doc_id", "version", "body")),
+        _Copy(t.documents, ("tenant", "doc_id", "version", "body", "state")),
         _Copy(t.pages, ("tenant", "doc_id", "page_number", "image_ref", "body")),
         _Copy(t.structures, ("tenant", "doc_id", "version", "body")),
         # seq kept, oldest first; found only if the entry under that seq is this one

@@ -29,6 +29,7 @@ from pagesight.api.models import Outcome, Submitted, UriIngest
 from pagesight.api.protocols import DocumentBackend
 from pagesight.core.errors import ErrorCode, PageSightError, Stage
 from pagesight.core.ids import check_doc_id, make_doc_id
+from pagesight.core.protocols import CatalogRepository
 from pagesight.core.settings import Settings
 from pagesight.core.tracing import current_trace_id
 from pagesight.core.types import AuditEntry, Document, IngestJob, JobState, JobStatus
@@ -55,6 +56,15 @@ def _sees_job(caller: Caller, job: IngestJob, hidden: Callable[[str], bool]) -> 
     if job.submitted_by == caller.key_id:
         return True
     return access_of(caller).admits(job.tenant, job.acl, job.valid_until) and not hidden(job.doc_id)
+
+
+def _with_document_states(
+    catalog: CatalogRepository, tenant: str, jobs: list[JobStatus]
+) -> list[JobStatus]:
+    """``jobs`` with the state of each one's document now (``JobStatus.document_state``): a
+    READY job whose document a re-index left out shows MISSING, not a searchable document."""
+    states = catalog.document_states(tenant, {j.doc_id for j in jobs})
+    return [j.model_copy(update={"document_state": states.get(j.doc_id)}) for j in jobs]
 
 
 class DocumentService:
@@ -172,10 +182,11 @@ class DocumentService:
 
     def job(self, caller: Caller, job_id: str) -> JobStatus | None:
         caller.require("read")
-        job = self.stores.catalog().job(job_id)
+        catalog = self.stores.catalog()
+        job = catalog.job(job_id)
         if job is None or not _sees_job(caller, job, self.stores.hidden_documents(caller)):
             return None
-        return job.status()
+        return _with_document_states(catalog, caller.tenant, [job.status()])[0]
 
     def jobs(
         self, caller: Caller, limit: int = 100, state: JobState | None = None
@@ -192,7 +203,7 @@ class DocumentService:
             if len(batch) < page:
                 break
             offset += page
-        return found[:limit]
+        return _with_document_states(catalog, caller.tenant, found[:limit])
 
     # -- deletes and their record ------------------------------------------------------------
 

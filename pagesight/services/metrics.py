@@ -4,9 +4,16 @@ queue and job outcomes by error code.
 The service keeps its own registry (several services in one test process do not collide) and
 renders the text exposition format; the gateway's ``/metrics`` shows its own series
 (:mod:`pagesight.gateway.metrics`) followed by these, so one scrape of the gateway sees both.
+Under Ray Serve each replica (writers and Query replicas alike) also copies its registry into
+Ray's metrics export (:func:`cumulative_samples`, :mod:`pagesight.entrypoints.fleet_metrics`),
+which the gateway's scrape merges: the search-stage histograms of every Query replica, not
+only those of the replica that happened to answer.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -48,3 +55,24 @@ class ServiceMetrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+@dataclass(frozen=True)
+class CumulativeSample:
+    """One sample of a registry as a plain number: a counter's total, a histogram bucket's
+    cumulative count, a gauge's value."""
+
+    name: str
+    documentation: str
+    labels: dict[str, str]
+    value: float
+
+
+def cumulative_samples(registry: CollectorRegistry) -> Iterator[CumulativeSample]:
+    """Every sample of ``registry`` as it stands, less the ``*_created`` timestamps (a
+    counter's creation time is no measurement, and would be copied as one)."""
+    for family in registry.collect():
+        for sample in family.samples:
+            if sample.name.endswith("_created"):
+                continue
+            yield CumulativeSample(sample.name, family.documentation, sample.labels, sample.value)

@@ -19,8 +19,8 @@ it keeps serving the previous version; nothing fails).
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -39,6 +39,7 @@ from pagesight.index.vectors import CHUNK_COLLECTION, PAGE_COLLECTION, PAGE_VECT
 from pagesight.ingestion.bulk import (
     DOC_COLUMN,
     STAGES,
+    BulkProgress,
     BulkReport,
     BulkTask,
     InFlight,
@@ -115,13 +116,22 @@ def create_collections(settings: Settings) -> dict[str, str]:
         manager.close()
 
 
-def run_reindex(settings: Settings, *, allow_missing: bool | None = None) -> ReindexReport:
+def run_reindex(
+    settings: Settings,
+    *,
+    allow_missing: bool | None = None,
+    on_progress: Callable[[BulkProgress], None] | None = None,
+    verbose: bool = False,
+) -> ReindexReport:
     """Plan, build a new version, verify, promote (``pagesight.ingestion.reindex``'s module doc). A
     refusal is in the report (``refused``), with the live version and the catalog untouched;
-    NOT_FOUND is raised when the catalog has no document at all."""
+    NOT_FOUND is raised when the catalog has no document at all.
+
+    ``on_progress`` hears of the plan before any work starts (Ray included), then of every
+    rebuilt document, as ``pagesight bulk``'s does; ``verbose``: Ray's own output too."""
     if allow_missing is None:
         allow_missing = settings.reindex.allow_missing
-    started = time.perf_counter()
+    watch = _Watch(BulkProgress(files_total=0, command="reindex"), on_progress, verbose)
     report = ReindexReport()
     catalog = open_catalog(settings)
     manager = collection_manager(settings)
@@ -135,13 +145,17 @@ def run_reindex(settings: Settings, *, allow_missing: bool | None = None) -> Rei
                 Stage.INPUT,
                 f"nothing to reindex: the catalog under {settings.data_dir} has no documents",
             )
-        if plan.missing and not allow_missing:
+        watch.planned(plan)
+        # a document already MISSING is in no live version: leaving it out again loses nothing
+        losing = [m for m in plan.missing if not m.already_missing]
+        if losing and not allow_missing:
             report.refused = PageSightError(
                 ErrorCode.NOT_FOUND,
                 Stage.INPUT,
-                f"{len(plan.missing)} of {len(plan.documents)} document(s) cannot be rebuilt "
+                f"{len(losing)} of {len(plan.documents)} document(s) cannot be rebuilt "
                 "(source file gone or changed since it was indexed: see 'missing'); nothing was "
-                "changed. Re-ingest them, or pass --allow-missing to leave them out",
+                "changed. Re-ingest them, or pass --allow-missing to leave them out (they stay "
+                "listed as MISSING)",
             )
             return report
         report.left_out = list(plan.missing)
@@ -153,12 +167,53 @@ def run_reindex(settings: Settings, *, allow_missing: bool | None = None) -> Rei
                 "was refused",
             )
             return report
-        _build_and_promote(settings, manager, catalog, plan, report, tenants)
+        _build_and_promote(settings, manager, catalog, plan, report, tenants, watch)
     finally:
-        report.wall_s = time.perf_counter() - started
+        report.wall_s = watch.progress.finish()
         manager.close()
         catalog.close()
+    watch.tell()
     return report
+
+
+@dataclass
+class _Watch:
+    """The run's progress and who hears of it (reporting only: nothing here decides)."""
+
+    progress: BulkProgress
+    on_progress: Callable[[BulkProgress], None] | None = None
+    verbose: bool = False
+
+    def tell(self) -> None:
+        if self.on_progress is not None:
+            self.on_progress(self.progress.tick())
+
+    def planned(self, plan: ReindexPlan) -> None:
+        """The plan event: documents, the missing ones, the ones to rebuild and their pages
+        (the catalog knows them: nothing is opened to count)."""
+        p = self.progress
+        p.files_total, p.missing, p.to_do = len(plan.documents), len(plan.missing), len(plan.tasks)
+        p.files_done = len(plan.missing)  # decided: left out, or the run is refused
+        p.files_counted = len(plan.tasks)
+        p.pages_counted = sum(
+            plan.documents[(t.job.tenant, t.job.doc_id)].page_count or 0
+            for t in plan.tasks
+            if (t.job.tenant, t.job.doc_id) in plan.documents
+        )
+        self.tell()
+        p.phase = "starting"
+
+    def counted(self, documents: Iterator[InFlight]) -> Iterator[InFlight]:
+        """``documents``, counted into the progress as they arrive."""
+        for doc in documents:
+            self.progress.phase = "running"
+            self.progress.files_done += 1
+            if doc.error is None and doc.parsed is not None:
+                self.progress.pages_done += doc.pages
+            else:
+                self.progress.failed += 1
+            self.tell()
+            yield doc
 
 
 def _build_and_promote(
@@ -168,6 +223,7 @@ def _build_and_promote(
     plan: ReindexPlan,
     report: ReindexReport,
     tenants: list[str],
+    watch: _Watch,
 ) -> None:
     """Build the new versions, verify them, then promote (or drop them and refuse)."""
     schemas = target_schemas(settings)
@@ -182,7 +238,9 @@ def _build_and_promote(
             }
             report.indexes[index] = versions
         writer = VersionWriter(stores["text"], stores.get("pages"), settings.bulk)
-        writer.consume(_documents(plan.tasks, settings, "pages" in stores))
+        writer.consume(
+            watch.counted(_documents(plan.tasks, settings, "pages" in stores, watch.verbose))
+        )
         for store in stores.values():
             store.flush()
         report.rebuilt, report.pages, report.failures = (
@@ -234,7 +292,9 @@ def _build_and_promote(
     log.info("re-index promoted %s", {k: v.new for k, v in report.indexes.items()})
 
 
-def _documents(tasks: list[BulkTask], settings: Settings, visual: bool) -> Iterator[InFlight]:
+def _documents(
+    tasks: list[BulkTask], settings: Settings, visual: bool, verbose: bool = False
+) -> Iterator[InFlight]:
     if settings.reindex.runner == "local":
         yield from _local_documents(tasks, settings, visual)
         return
@@ -243,7 +303,7 @@ def _documents(tasks: list[BulkTask], settings: Settings, visual: bool) -> Itera
     bulk_report = BulkReport(
         source="reindex", files=len(tasks), stages={n: StageStats(workers=1) for n in STAGES}
     )
-    start_ray(settings)
+    start_ray(settings, verbose=verbose)
     try:
         dataset = build_pipeline(tasks, settings, visual, bulk_report)
         for row in dataset.iter_rows():

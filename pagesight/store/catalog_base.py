@@ -15,7 +15,7 @@ jobs, and the lists of tenants.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 
 import sqlalchemy as sa
@@ -24,6 +24,7 @@ from pagesight.core.errors import ErrorCode
 from pagesight.core.types import (
     AuditEntry,
     Document,
+    DocumentState,
     DocumentStructure,
     IngestJob,
     JobState,
@@ -117,7 +118,7 @@ class SqlCatalog:
             doc_id=job.doc_id,
             state=job.state.value,
             created_at=job.created_at,
-            body=job.model_dump_json(),
+            body=job.model_dump_json(exclude={"document_state"}),
         )
         upsert = insert.on_conflict_do_update(
             index_elements=[jobs.c.job_id],
@@ -279,7 +280,8 @@ class SqlCatalog:
         self, document: Document, pages: list[Page], structure: DocumentStructure | None = None
     ) -> list[str]:
         """Record a document version, its pages and its structure; return image refs no page
-        of the tenant uses any more."""
+        of the tenant uses any more. The document's ``state`` is written as it is (a re-index
+        records one it left out as MISSING, with no pages and no structure)."""
         tenant, doc_id = document.tenant, document.doc_id
         documents = t.documents
         with self._db.tx() as db:
@@ -301,11 +303,12 @@ class SqlCatalog:
                 doc_id=doc_id,
                 version=document.version,
                 body=document.model_dump_json(),
+                state=document.state.value,
             )
             db.execute(
                 insert.on_conflict_do_update(
                     index_elements=[documents.c.tenant, documents.c.doc_id],
-                    set_={"version": insert.excluded.version, "body": insert.excluded.body},
+                    set_={c: insert.excluded[c] for c in ("version", "body", "state")},
                 )
             )
             if pages:
@@ -342,6 +345,18 @@ class SqlCatalog:
             _DOCUMENTS.select(tenant, documents.c.body).where(documents.c.doc_id == doc_id)
         )
         return Document.model_validate_json(rows[0][0]) if rows else None
+
+    def document_states(self, tenant: str, doc_ids: Iterable[str]) -> dict[str, DocumentState]:
+        """The state of each of ``doc_ids`` the tenant has a document of (the others are left
+        out): read from the ``state`` column, no body parsed, for a jobs listing to show each
+        job's document state."""
+        documents, found = t.documents, dict[str, DocumentState]()
+        for chunk in _chunks(sorted(set(doc_ids)), _REFS_PER_QUERY):
+            query = _DOCUMENTS.select(tenant, documents.c.doc_id, documents.c.state).where(
+                documents.c.doc_id.in_(chunk)
+            )
+            found.update({r[0]: DocumentState(r[1]) for r in self._db.rows(query)})
+        return found
 
     def documents(self, tenant: str) -> list[Document]:
         documents = t.documents

@@ -11,6 +11,11 @@ first write, mid-request. It refuses to start instead, naming ``pagesight db upg
 ``database.migrate_on_start`` lets it upgrade (under an advisory lock, so replicas starting
 together migrate once).
 
+Why a circuit breaker (:class:`Outage`): when PostgreSQL goes away under a running service,
+requests fail at once with DATABASE_UNAVAILABLE (503 + ``Retry-After`` at the gateway) instead of
+each waiting ``pool_timeout_s`` for a connection; one probe a second finds the server back, and
+the pool's dead connections are replaced then, so the service recovers without a restart.
+
 Repositories run SQLAlchemy Core statements (:mod:`pagesight.store.tables`) here: :class:`SharedDb`
 is their :class:`~pagesight.store.database.Database`, compiling each statement for psycopg and
 running it on a connection of the pool. psycopg is imported only here (and in the modules that use
@@ -23,7 +28,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
@@ -103,24 +108,49 @@ class PostgresDb:
         except Exception as exc:
             self._pool.close()
             raise _unavailable(f"cannot connect to PostgreSQL: {exc}") from None
+        self.outage = Outage(dsn, options)
 
     @contextmanager
     def tx(self) -> Iterator[psycopg.Connection[Any]]:
-        """One transaction: committed when the block ends, rolled back on any error."""
-        import psycopg
-        from psycopg_pool import PoolTimeout
+        """One transaction: committed when the block ends, rolled back on any error.
 
+        While PostgreSQL is known to be down (:class:`Outage`) this fails at once with
+        DATABASE_UNAVAILABLE instead of waiting ``pool_timeout_s`` for a connection the pool
+        cannot make; the first call that finds it back flushes the connections the outage broke
+        (no restart of the process)."""
+        import psycopg
+        from psycopg_pool import PoolClosed, PoolTimeout
+
+        if self.outage.check():
+            self._pool.check()  # the idle connections of before the outage are dead: replace them
         try:
             with self._pool.connection() as conn, conn.transaction():
                 yield conn
+        except PoolClosed as exc:
+            raise _unavailable(f"database pool closed: {exc}") from None
         except PoolTimeout as exc:
+            cause = self.outage.probe()
+            if cause is not None:  # no free connection because none can be made
+                raise _database_down(self.outage.found(cause)) from None
             raise _unavailable(f"no free database connection: {exc}") from None
         except psycopg.errors.QueryCanceled as exc:  # statement_timeout_ms
             raise PageSightError(
                 ErrorCode.TIMEOUT, Stage.DATABASE, f"database statement timed out: {exc}"
             ) from None
         except psycopg.OperationalError as exc:
-            raise _unavailable(f"database unreachable: {exc}") from None
+            if not connection_lost(exc):  # e.g. a deadlock or a serialization failure
+                raise _unavailable(f"database error: {one_line(exc)}") from None
+            raise self._lost(exc) from None
+
+    def _lost(self, exc: psycopg.OperationalError) -> PageSightError:
+        """The error for a connection that broke under a statement: the server is down (the
+        outage starts here), or it dropped this connection (a restart nobody saw: the pool's
+        other idle connections are as stale, so they are checked now)."""
+        cause = self.outage.probe()
+        if cause is not None:
+            return _database_down(self.outage.found(cause))
+        self._pool.check()
+        return _database_down(f"database connection lost: {one_line(exc)}")
 
     def rows(self, sql: str, args: Sequence[object] = ()) -> list[Any]:
         with self.tx() as conn:
@@ -199,6 +229,99 @@ def reach(dsn: str, options: DatabaseOptions, *, wait_s: float = 0.0) -> None:
                 "PostgreSQL is not reachable yet (%s); trying again for %.0f s", cause, left
             )
             time.sleep(RETRY_EVERY_S)
+
+
+#: While PostgreSQL is down, how often one request of a process tries a fresh connection (the
+#: others fail at once); also the longest a process serves 503s after the server is back.
+PROBE_EVERY_S = 1.0
+#: SQLSTATEs that mean the connection, not the statement, failed: class 08 (connection
+#: exception) and the server shutting down or starting (57P01-57P03); libpq's own errors (the
+#: server closed the connection, refused it) carry none.
+_LOST_STATES = ("08", "57P01", "57P02", "57P03")
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` (a psycopg error) means the server or the connection to it is gone."""
+    state = getattr(exc, "sqlstate", None)
+    return state is None or state.startswith(_LOST_STATES)
+
+
+class Outage:
+    """Whether this process found PostgreSQL unreachable, and since when: a circuit breaker
+    in front of the pool.
+
+    Why: with its server gone, a pool makes every request wait ``pool_timeout_s`` for a
+    connection it cannot make (30 s by default), so the service hangs instead of answering. Once
+    one request has found the server unreachable, the following ones fail at once with
+    DATABASE_UNAVAILABLE (the gateway's 503 with ``Retry-After``), and one of them at most every
+    :data:`PROBE_EVERY_S` tries a fresh connection; the first that connects ends the outage."""
+
+    def __init__(
+        self,
+        dsn: str,
+        options: DatabaseOptions,
+        *,
+        probe_every_s: float = PROBE_EVERY_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._dsn = dsn
+        self._connect_timeout = min(options.connect_timeout_s, FAST_CONNECT_S)
+        self._probe_every_s = probe_every_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        #: why the server was unreachable at the last try (None: not known to be down)
+        self.cause: str | None = None
+        self._since = 0.0
+        self._next_probe = 0.0
+
+    def check(self) -> bool:
+        """Raise DATABASE_UNAVAILABLE while the server is known to be down (trying it again
+        when a probe is due); True when this call found it back."""
+        if self.cause is None:  # the common case: no lock taken
+            return False
+        with self._lock:
+            cause = self.cause
+            if cause is None:
+                return False
+            if self._clock() < self._next_probe:
+                raise _database_down(cause)
+            self._next_probe = self._clock() + self._probe_every_s  # this call probes
+        still = self.probe()
+        with self._lock:
+            if still is not None:
+                self.cause = still
+                raise _database_down(still)
+            if self.cause is None:
+                return False
+            down_s = self._clock() - self._since
+            self.cause = None
+        log.warning("PostgreSQL answers again after %.1f s unreachable", down_s)
+        return True
+
+    def found(self, cause: str) -> str:
+        """Record that the server is unreachable (``cause``: libpq's reason); return it."""
+        with self._lock:
+            if self.cause is None:
+                self._since = self._clock()
+                log.warning(
+                    "PostgreSQL is unreachable (%s): requests fail with DATABASE_UNAVAILABLE "
+                    "until it answers again (tried every %g s)",
+                    cause,
+                    self._probe_every_s,
+                )
+            self.cause = cause
+            self._next_probe = self._clock() + self._probe_every_s
+        return cause
+
+    def probe(self) -> str | None:
+        """Connect once, outside the pool: None when the server answers, else why not."""
+        import psycopg
+
+        try:
+            psycopg.connect(self._dsn, connect_timeout=self._connect_timeout).close()
+        except psycopg.Error as exc:
+            return f"database unreachable: {one_line(exc)}"
+        return None
 
 
 _shared: dict[str, tuple[PostgresDb, int]] = {}
@@ -349,3 +472,7 @@ def _config_error(message: str) -> PageSightError:
 
 def _unavailable(message: str) -> PageSightError:
     return PageSightError(ErrorCode.UNAVAILABLE, Stage.DATABASE, message)
+
+
+def _database_down(message: str) -> PageSightError:
+    return PageSightError(ErrorCode.DATABASE_UNAVAILABLE, Stage.DATABASE, message)

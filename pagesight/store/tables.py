@@ -138,6 +138,8 @@ sa.Index("jobs_unfinished", jobs.c.created_at, postgresql_where=UNFINISHED, sqli
 sa.Index("jobs_tenant", jobs.c.tenant, jobs.c.created_at.desc())
 sa.Index("jobs_doc", jobs.c.tenant, jobs.c.doc_id)
 
+#: ``state`` repeats the body's ``Document.state`` (READY, MISSING) as a column so that a jobs
+#: listing reads each job's document state in the same statement (a join); revision 0003.
 documents = sa.Table(
     "documents",
     metadata,
@@ -145,6 +147,7 @@ documents = sa.Table(
     sa.Column("doc_id", sa.Text, primary_key=True),
     sa.Column("version", sa.Text, nullable=False),
     sa.Column("body", JsonText, nullable=False),
+    sa.Column("state", sa.Text, nullable=False, server_default="READY"),
 )
 
 pages = sa.Table(

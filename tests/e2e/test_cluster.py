@@ -6,6 +6,15 @@ onto them with the changes one machine needs (:func:`one_machine`): CPU shares t
 no GPU, the embedded index (so the two Query replicas read it through the index service), the test's
 PostgreSQL for catalog, jobs, traces and keys, and a scripted OpenAI server for the answer LLM.
 Then a document goes through ingest → search → answer → delete through the gateway.
+
+Then chaos, bounded and on this machine only (README "Operations"): a Query replica killed under
+a steady search load (no request fails: the gateway sends a read whose replica died once more,
+:mod:`pagesight.gateway.retry`; Serve replaces the replica), the writer killed during an upload
+(its restart runs the job again, to one READY document and one set of points), and PostgreSQL
+stopped for 10 s (reads answer 503 ``DATABASE_UNAVAILABLE`` with ``Retry-After``, then serve
+again without a restart). The figures (requests, failures, recovery seconds) are printed and
+written to ``chaos.json`` in the test's temporary directory; the assertions are outcomes, not
+times (a generous bound on how long recovery may take, nothing tighter).
 """
 
 from __future__ import annotations
@@ -19,20 +28,23 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 
 from pagesight.core.types import AnswerResponse, JobState
 from pagesight.gateway.auth import new_key
-from pagesight.gateway.client import PageSightClient
+from pagesight.gateway.client import ApiError, PageSightClient
 from pagesight.ingestion import samples
+from tests import postgres_control
 from tests.asgi_server import free_port
 from tests.openai_stub import Script, Step, scripted_server
 from tests.postgres import PostgresServer
@@ -78,6 +90,13 @@ class Cluster:
     address: str
     env: dict[str, str]
     llm: Script
+    postgres: PostgresServer
+    #: the ``ray start --block`` processes: every process of this cluster descends from one
+    nodes: list[int]
+    #: where the chaos figures go (``chaos.json``)
+    root: Path
+    ray_dir: Path
+    figures: dict[str, Any] = field(default_factory=dict)
 
     def client(self) -> PageSightClient:
         return PageSightClient(self.url, api_key=self.key, timeout_s=120)
@@ -93,6 +112,86 @@ class Cluster:
         )
         assert done.returncode == 0, done.stderr[-3000:]
         return done.stdout
+
+    def record(self, name: str, figures: dict[str, Any]) -> None:
+        """Keep one chaos experiment's figures (printed, and in ``chaos.json``)."""
+        self.figures[name] = figures
+        path = self.root / "chaos.json"
+        path.write_text(json.dumps(self.figures, indent=2))
+        print(f"chaos {name}: {json.dumps(figures)} ({path})")
+
+    def replica_pids(self, deployment: str) -> set[int]:
+        """The processes of ``deployment``'s replicas on this cluster (Ray titles a replica's
+        process ``ray::ServeReplica:<app>:<deployment>``)."""
+        marker = f"ServeReplica:pagesight:{deployment}"
+        found = set()
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                title = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except (OSError, UnicodeDecodeError):
+                continue
+            # "ray::ServeReplica:pagesight:Query", ".<method>" appended while it runs one
+            name = title.split(" ", 1)[0].split(".", 1)[0]
+            if name.endswith(marker) and _descends(int(entry.name), self.nodes):
+                found.add(int(entry.name))
+        return found
+
+    def replica_states(self) -> dict[str, dict[str, int]]:
+        """Serve's replica states, by deployment (``{"Query": {"RUNNING": 2}, ...}``)."""
+        out = self.ray_python(
+            "import json\n"
+            "from ray import serve\n"
+            "def name(state): return str(getattr(state, 'value', state))\n"
+            "app = serve.status().applications['pagesight']\n"
+            "print(json.dumps({d: {name(k): n for k, n in s.replica_states.items()}\n"
+            "                  for d, s in app.deployments.items()}))"
+        )
+        states: dict[str, dict[str, int]] = json.loads(out.strip().splitlines()[-1])
+        return states
+
+    def diagnosis(self) -> str:
+        """Serve's replica states and the cluster's last error lines (for a failure message)."""
+        states = ""
+        with contextlib.suppress(AssertionError, subprocess.SubprocessError):
+            states = json.dumps(self.replica_states())
+        errors: list[str] = []
+        for path in sorted(self.ray_dir.rglob("*")):
+            if path.suffix in (".log", ".err") and "ServeReplica" not in path.name:
+                with contextlib.suppress(OSError):
+                    lines = path.read_text(errors="replace").splitlines()
+                    errors += [
+                        f"{path.name}: {line[:400]}"
+                        for line in lines
+                        if "ERROR" in line or "Error" in line
+                    ][-8:]
+        return f"replicas: {states}\n" + "\n".join(errors[-60:])
+
+    def log_lines(self, text: str) -> int:
+        """Lines of the cluster's logs (Ray's and the replicas') that contain ``text``."""
+        count = 0
+        for path in self.ray_dir.rglob("*"):
+            if path.suffix not in (".log", ".err", ".out"):  # .err: a worker's stderr
+                continue
+            with contextlib.suppress(OSError):
+                count += sum(text in line for line in path.read_text(errors="replace").splitlines())
+        return count
+
+
+def _descends(pid: int, ancestors: list[int]) -> bool:
+    """Whether ``pid`` is one of ``ancestors``' descendants (by the parent ids of /proc)."""
+    for _ in range(64):
+        if pid in ancestors:
+            return True
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        pid = int(stat.rsplit(")", 1)[1].split()[1])  # the field after state: the parent id
+        if pid <= 1:
+            return False
+    return False
 
 
 def _ray_node(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
@@ -237,7 +336,17 @@ def cluster(
                     start_new_session=True,
                 )
             _wait_serving(server, serve_log, time.monotonic() + START_TIMEOUT_S + 60)
-            running = Cluster(f"http://127.0.0.1:{http_port}", key, address, env, script)
+            running = Cluster(
+                f"http://127.0.0.1:{http_port}",
+                key,
+                address,
+                env,
+                script,
+                postgres_server,
+                [node.pid for node in nodes],
+                root,
+                ray_dir,
+            )
             with running.client() as client:
                 client.wait_ready(timeout_s=120)
             yield running
@@ -298,3 +407,327 @@ def test_ingest_search_answer_delete_across_the_cluster(cluster: Cluster, tmp_pa
         assert client.delete(accepted.doc_id).deleted  # by the writer; reads follow at once
         after = client.search(question, route="text", top_k=3)
         assert all(hit.doc_id != accepted.doc_id for hit in after.hits)
+
+
+# -- chaos --------------------------------------------------------------------------------------
+
+QUESTION = "How many parcels did Northwind Logistics move in 2024?"
+#: how long a replica, the writer or the database may take to come back: generous on purpose
+#: (two shared cores; a replica loads its text model again); the figures are recorded, not bounded
+RECOVERY_BOUND_S = 420
+OUTAGE_S = 10
+
+
+@dataclass
+class Outcomes:
+    """What each request of a load got: its start (monotonic) and None, or what failed."""
+
+    seen: list[tuple[float, str | None]] = field(default_factory=list)
+
+    def failures(self, start: float = 0.0, end: float = float("inf")) -> list[str]:
+        return [error for t, error in self.seen if error is not None and start <= t < end]
+
+    def sent(self, start: float = 0.0, end: float = float("inf")) -> int:
+        return sum(start <= t < end for t, _ in self.seen)
+
+
+def _outcome(call: Callable[[], object]) -> str | None:
+    try:
+        call()
+    except ApiError as exc:
+        return f"{exc.status} {exc.code}"
+    except httpx.HTTPError as exc:
+        return type(exc).__name__
+    return None
+
+
+@contextlib.contextmanager
+def _steady_searches(
+    cluster: Cluster, clients: int = 2, pause_s: float = 0.1
+) -> Iterator[Outcomes]:
+    """``clients`` threads searching one after another (``pause_s`` between) until the block
+    ends."""
+    outcomes = Outcomes()
+    stop = threading.Event()
+
+    def run() -> None:
+        with cluster.client() as client:
+            while not stop.is_set():
+                started = time.monotonic()
+                error = _outcome(lambda: client.search(QUESTION, route="text", top_k=3))
+                outcomes.seen.append((started, error))
+                stop.wait(pause_s)
+
+    threads = [threading.Thread(target=run, daemon=True) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    try:
+        yield outcomes
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=180)
+
+
+def _until(
+    check: Callable[[], bool],
+    what: str,
+    bound_s: float = RECOVERY_BOUND_S,
+    explain: Callable[[], str] | None = None,
+) -> float:
+    """Poll ``check`` until true; the seconds it took (AssertionError past ``bound_s``, with
+    the last error ``check`` raised and what ``explain`` says)."""
+    started = time.monotonic()
+    last: BaseException | None = None
+    while time.monotonic() - started < bound_s:
+        try:
+            if check():
+                return time.monotonic() - started
+        except (ApiError, httpx.HTTPError, AssertionError) as exc:
+            last = exc
+        time.sleep(0.5)
+    detail = explain() if explain is not None else ""
+    raise AssertionError(f"{what}: not after {bound_s} s (last: {last!r})\n{detail}")
+
+
+def _ingested(cluster: Cluster, path: Path) -> str:
+    with cluster.client() as client:
+        accepted = client.upload(path)
+        done = client.wait_for_job(accepted.job_id, timeout_s=300)
+        assert done.state == JobState.READY, done
+        return accepted.doc_id
+
+
+#: what the gateway logs when it sends a read again (pagesight.gateway.retry)
+RETRY_LOG = "sending it once more"
+#: how long the answer LLM takes while a replica is killed: answers are in flight at the kill
+SLOW_LLM_S = 6.0
+
+
+def _slow_grounded_reply(request: dict[str, Any]) -> Step:
+    step = _grounded_reply(request)
+    step.delay_s = SLOW_LLM_S
+    return step
+
+
+def _answered(cluster: Cluster) -> str | None:
+    with cluster.client() as client:
+        return _outcome(lambda: client.answer(QUESTION, route="text"))
+
+
+def test_a_query_replica_killed_under_load_fails_no_request(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Searches go on from four clients while four answers wait on a slow LLM, two on each
+    Query replica; one replica is killed. Every search and every answer succeeds (an answer
+    the dead replica was running runs again on the other: the LLM is asked again), and Serve
+    starts a replacement."""
+    _ingested(cluster, samples.text_pdf(tmp_path / "annual.pdf"))
+    before = cluster.replica_pids("Query")
+    assert len(before) == 2, before
+    with cluster.client() as client:
+        asked = len(cluster.llm.requests)
+        assert client.answer(QUESTION, route="text").answer == FACT
+        per_answer = len(cluster.llm.requests) - asked
+    retried = cluster.log_lines(RETRY_LOG)
+    cluster.llm.responder = _slow_grounded_reply
+    try:
+        with (
+            _steady_searches(cluster, clients=4, pause_s=0.05) as load,
+            ThreadPoolExecutor(4) as pool,
+        ):
+            time.sleep(5)  # the load going on both replicas
+            asked = len(cluster.llm.requests)
+            answers = [pool.submit(_answered, cluster) for _ in range(4)]
+            _until(
+                lambda: len(cluster.llm.requests) - asked >= 4 * per_answer,
+                "the answers did not reach the LLM",
+                bound_s=120,
+            )
+            victim = min(before)
+            os.kill(victim, signal.SIGKILL)
+            killed_at = time.monotonic()
+            answered = [answer.result(timeout=300) for answer in answers]
+
+            def replaced() -> bool:
+                now = cluster.replica_pids("Query")
+                states = cluster.replica_states()["Query"]
+                return victim not in now and len(now) == 2 and states == {"RUNNING": 2}
+
+            replaced_s = _until(replaced, "Serve did not replace the killed Query replica")
+            time.sleep(5)  # the load on the new replica too
+    finally:
+        cluster.llm.responder = _grounded_reply
+    llm_calls = len(cluster.llm.requests) - asked
+    cluster.record(
+        "query_replica_killed",
+        {
+            "searches": load.sent(),
+            "searches_after_kill": load.sent(killed_at),
+            "searches_failed": len(load.failures()),
+            "answers_in_flight": len(answers),
+            "answers_failed": sum(error is not None for error in answered),
+            "llm_calls_per_answer": per_answer,
+            "llm_calls_of_the_answers": llm_calls,
+            "reads_sent_again_by_gateway": cluster.log_lines(RETRY_LOG) - retried,
+            "replaced_s": round(replaced_s, 1),
+        },
+    )
+    assert load.sent(killed_at) > 0
+    assert load.failures() == []
+    assert answered == [None] * len(answers)
+    # the kill hit answers in flight, and they ran again on the other replica
+    assert llm_calls > len(answers) * per_answer
+
+
+def _long_pdf(path: Path, pages: int = 40) -> Path:
+    """A born-digital report long enough that its ingest job is still running a moment after
+    it starts (a kill lands mid-job)."""
+    import pymupdf
+
+    doc = pymupdf.open()
+    for n in range(1, pages + 1):
+        page = doc.new_page()
+        paragraphs = "".join(
+            f"<p>Region {n}.{k}: Northwind Logistics delivered {n * 1000 + k * 37} parcels "
+            f"through hub {k} in week {n}; late deliveries fell to {k + 2} percent while fuel "
+            f"costs rose by {n % 7 + k} percent against the previous quarter.</p>"
+            for k in range(1, 7)
+        )
+        page.insert_htmlbox(pymupdf.Rect(72, 72, 540, 760), f"<h2>Week {n}</h2>{paragraphs}")
+    doc.save(path)
+    return path
+
+
+def test_the_writer_killed_during_an_upload_finishes_the_job_once(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    writers = cluster.replica_pids("IndexService")
+    assert len(writers) == 1, writers
+    with cluster.client() as client:
+        accepted = client.upload(_long_pdf(tmp_path / "weekly.pdf"))
+        running = _until(
+            lambda: client.job(accepted.job_id).state not in (JobState.PENDING, JobState.READY),
+            "the job did not start",
+            bound_s=120,
+        )
+        state_at_kill = client.job(accepted.job_id).state
+        (writer,) = writers
+        os.kill(writer, signal.SIGKILL)
+        killed_at = time.monotonic()
+        # job reads go to the Query replicas, which read PostgreSQL: they answer meanwhile
+        finished_s = _until(
+            lambda: client.job(accepted.job_id).state.terminal,
+            "the job did not finish",
+            explain=lambda: f"{client.job(accepted.job_id)!r}\n{cluster.diagnosis()}",
+        )
+        job = client.job(accepted.job_id)
+        restarted = cluster.replica_pids("IndexService")
+        assert job.state == JobState.READY, job
+        assert writer not in restarted and len(restarted) == 1
+        # one READY document, one job for it, READY once
+        docs = [d for d in client.documents() if d.doc_id == accepted.doc_id]
+        jobs = [j for j in client.jobs(limit=1000) if j.doc_id == accepted.doc_id]
+        assert len(docs) == 1 and [j.job_id for j in jobs] == [accepted.job_id]
+        # the job ran again after the kill (a run counts an attempt when it starts rendering)
+        assert job.attempts >= 2, job
+        assert client.search("parcels through hub 3 in week 17", route="text").hits
+    points = json.loads(
+        cluster.ray_python(
+            "import json\n"
+            "from ray import serve\n"
+            "from pagesight.index.points import Selection\n"
+            "index = serve.get_deployment_handle('IndexService', app_name='pagesight')\n"
+            f"selection = Selection(tenant='tenant-a', doc_ids=({accepted.doc_id!r},))\n"
+            "found = index.read_index.remote('chunks', '_scroll', (selection, ['version']))\n"
+            "points = found.result(timeout_s=120)\n"
+            "print(json.dumps([[p.id, p.payload.get('version')] for p in points]))"
+        )
+        .strip()
+        .splitlines()[-1]
+    )
+    ids = [point_id for point_id, _ in points]
+    cluster.record(
+        "writer_killed",
+        {
+            "state_at_kill": state_at_kill.value,
+            "job_started_s": round(running, 1),
+            "finished_after_kill_s": round(finished_s, 1),
+            "attempts": job.attempts,
+            "chunks": job.chunks,
+            "points": len(ids),
+        },
+    )
+    del killed_at
+    # one set of points: the job's chunks, each once, all of the document's one version
+    assert len(ids) == len(set(ids)) == job.chunks > 0
+    assert {version for _, version in points} == {job.version}
+
+
+def _read(client: PageSightClient, doc_id: str) -> Callable[[], object]:
+    """Reads that need PostgreSQL: a search (its trace is stored), a listing, a document."""
+    calls: list[Callable[[], object]] = [
+        lambda: client.search(QUESTION, route="text", top_k=3),
+        client.documents,
+        lambda: client.document(doc_id),
+    ]
+    turn = iter(range(1 << 30))
+    return lambda: calls[next(turn) % len(calls)]()
+
+
+def test_postgres_stopped_reads_answer_503_then_recover(cluster: Cluster, tmp_path: Path) -> None:
+    doc_id = _ingested(cluster, samples.text_pdf(tmp_path / "annual.pdf"))
+    pids = {d: cluster.replica_pids(d) for d in ("Gateway", "Query", "IndexService")}
+    #: each read during the outage: how long it took, its status, its error
+    answers: list[tuple[float, int, ApiError | None]] = []
+    with cluster.client() as client:
+        read = _read(client, doc_id)
+        data = postgres_control.stop(cluster.postgres)
+        stopped_at = time.monotonic()
+        try:
+            while time.monotonic() - stopped_at < OUTAGE_S:
+                started = time.monotonic()
+                try:
+                    read()
+                    answers.append((time.monotonic() - started, 200, None))
+                except ApiError as exc:
+                    answers.append((time.monotonic() - started, exc.status, exc))
+                time.sleep(0.2)
+        finally:
+            postgres_control.start(data)
+        back_at = time.monotonic()
+        streak: list[float] = []
+
+        def serving() -> bool:
+            started = time.monotonic()
+            read()
+            streak.append(started)
+            return len(streak) >= 5
+
+        def read_or_reset() -> bool:
+            try:
+                return serving()
+            except (ApiError, httpx.HTTPError):
+                streak.clear()
+                raise
+
+        _until(read_or_reset, "reads did not recover after PostgreSQL came back")
+    errors = [exc for _, _, exc in answers if exc is not None]
+    cluster.record(
+        "postgres_stopped",
+        {
+            "outage_s": OUTAGE_S,
+            "requests_during_outage": len(answers),
+            "answered_503": sum(status == 503 for _, status, _ in answers),
+            "answered_200": sum(status == 200 for _, status, _ in answers),
+            "slowest_answer_s": round(max(t for t, _, _ in answers), 2),
+            "recovered_s": round(streak[0] - back_at, 1),
+        },
+    )
+    assert errors, "no read needed the database during the outage"
+    for error in errors:
+        assert (error.status, error.code, error.stage) == (503, "DATABASE_UNAVAILABLE", "database")
+        assert error.retry_after is not None and error.retry_after >= 1
+        assert "Traceback" not in error.message
+    # recovered without a restart: the same processes serve
+    assert {d: cluster.replica_pids(d) for d in pids} == pids

@@ -1,12 +1,14 @@
 """``pagesight bulk`` end to end, as a subprocess on a local Ray: exactly once across a SIGKILL
-of the driver or of a worker, one hostile file failing alone, the report, and the refusal
-while another process owns the embedded index."""
+of the driver or of a worker, one hostile file failing alone, the report, the refusal while
+another process owns the embedded index, and what an operator sees (the plan before any work,
+progress while nothing finishes, one wall time, Ray's own lines only with --verbose)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -55,6 +57,13 @@ def _six_pdfs(folder: Path) -> Path:
             page.insert_text((72, 72), f"Memo {n}: the pump station inspection is due in week {n}.")
             pdf.save(folder / f"memo{n}.pdf")
     return folder
+
+
+def _done(stdout: str) -> dict[str, object]:
+    """``--json``: the last event, the report (plan and progress events come before it)."""
+    event = json.loads(stdout.splitlines()[-1])
+    assert event.pop("event") == "done"
+    return event
 
 
 def _descendants(pid: int) -> list[int]:
@@ -158,7 +167,7 @@ def test_sigkill_of_the_driver_then_rerun_indexes_each_document_once(tmp_path: P
 
     again = subprocess.run([*cli, "--json"], env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr
-    assert json.loads(again.stdout)["skipped"] == 6
+    assert _done(again.stdout)["skipped"] == 6
 
 
 def test_sigkill_of_a_worker_is_retried_and_the_run_completes(tmp_path: Path) -> None:
@@ -183,7 +192,7 @@ def test_sigkill_of_a_worker_is_retried_and_the_run_completes(tmp_path: Path) ->
         _kill_all([*_descendants(proc.pid), proc.pid])
     assert killed
     assert proc.returncode == 0, stderr.decode()[-3000:]
-    summary = json.loads(stdout)
+    summary = _done(stdout.decode())
     assert summary["ready"] == 6 and summary["failed"] == 0 and summary["aborted"] is None
     _assert_each_document_once(data_dir, 6)
 
@@ -250,3 +259,66 @@ def test_each_parse_task_keeps_its_layout_model_to_its_own_cpus(tmp_path: Path) 
     assert settings.parse.layout_threads == 0  # the caller's settings are left alone
     settings.parse.layout_threads = 3
     assert ParseStage(settings).settings.parse.layout_threads == 3
+
+
+def test_json_events_plan_first_then_ticks_then_one_wall_time(tmp_path: Path) -> None:
+    """--json: stdout is events only; the plan comes before any work, progress lines come
+    while no file has finished (Ray's start alone takes seconds), and the report's wall time is
+    the last progress line's clock. Ray's own lines go to the run's log, not stderr."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    samples.text_pdf(docs / "report.pdf")
+    data_dir = tmp_path / "var"
+    run = subprocess.run(
+        _bulk(docs, data_dir, "--json"),
+        env=_env(data_dir, PAGESIGHT_BULK__PROGRESS_INTERVAL_S="0.5"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    events = [json.loads(line) for line in run.stdout.splitlines()]
+    assert events[0] == {
+        "event": "plan",
+        "command": "bulk",
+        "files": 1,
+        "already_done": 0,
+        "held": 0,
+        "missing": 0,
+        "failed": 0,
+        "to_do": 1,
+    }
+    progress = [e for e in events if e["event"] == "progress"]
+    assert [e["event"] for e in events] == ["plan"] + ["progress"] * len(progress) + ["done"]
+    waiting = [e for e in progress if e["files_done"] == 0]
+    assert waiting and waiting[0]["phase"] in ("starting", "running")  # a tick, not a file
+    assert progress[-1]["phase"] == "done" and progress[-1]["files_done"] == 1
+    assert progress[-1]["pages_counted"] == 1 and progress[-1]["files_counted"] == 1
+    report = events[-1]
+    assert report["ready"] == 1 and report["wall_s"] == progress[-1]["elapsed_s"]
+    assert "core_worker" not in run.stderr and "Token authentication" not in run.stderr
+    assert not [line for line in run.stderr.splitlines() if line.startswith(("[", "("))]
+    assert (data_dir / "logs" / "bulk-ray.log").exists()
+
+
+def test_verbose_shows_rays_lines_and_the_summary_has_one_wall_time(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    samples.text_pdf(docs / "report.pdf")
+    data_dir = tmp_path / "var"
+    run = subprocess.run(
+        _bulk(docs, data_dir, "--verbose"),
+        env=_env(data_dir),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stderr.splitlines()
+    ours = [json.loads(line) for line in lines if line.startswith('{"event": ')]
+    assert ours[0]["event"] == "plan" and ours[-1]["phase"] == "done"
+    assert [line for line in lines if not line.startswith('{"event": ')], "no Ray line shown"
+    assert not (data_dir / "logs" / "bulk-ray.log").exists()
+    (summary,) = run.stdout.splitlines()
+    assert summary.startswith("1 ready, 0 failed")
+    assert len(re.findall(r"\d s\b", summary)) == 1, summary  # one wall time

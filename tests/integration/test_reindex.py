@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pymupdf
 import pytest
+from pydantic import SecretStr
 from typer.testing import CliRunner
 
 from pagesight.api.caller import Caller
@@ -29,7 +30,7 @@ from pagesight.core.settings import (
     Settings,
     VisualEmbedderOptions,
 )
-from pagesight.core.types import AccessFilter, JobState
+from pagesight.core.types import AccessFilter, JobState, SearchFilters
 from pagesight.entrypoints.cli import app
 from pagesight.index.factory import alias_name, collection_manager
 from pagesight.index.live import require_live
@@ -218,16 +219,135 @@ def test_missing_source_refuses_and_allow_missing_leaves_it_out(
         assert report.promoted, report.as_dict()
         assert [m.source_uri for m in report.left_out] == [gone.as_uri()]
         assert report.rebuilt == 3
-        catalog = Catalog(data_dir / "catalog.sqlite3")
-        assert len(catalog.documents("default")) == 3
-        catalog.close()
+        (left_out,) = report.left_out
+        assert _states(data_dir) == {**_ready(data_dir, 3), left_out.doc_id: "MISSING"}
+        only = AccessFilter(tenant="default", doc_ids=[left_out.doc_id])
+        with LocalStack(settings) as stack:
+            assert stack.catalog.pages("default", left_out.doc_id) == []
+            assert stack.search(CHART_QUERY, only).hits == []
         rollback(settings)
-        catalog = Catalog(data_dir / "catalog.sqlite3")
-        assert len(catalog.documents("default")) == 4  # the rows live with that version
-        catalog.close()
+        # the rows live with that version: READY again, with its pages, and searchable
+        assert _states(data_dir) == _ready(data_dir, 4)
         assert _live(settings) == before
+        with LocalStack(settings) as stack:
+            assert len(stack.catalog.pages("default", left_out.doc_id)) == 1
+            assert {h.doc_id for h in stack.search(CHART_QUERY, only).hits} == {left_out.doc_id}
     finally:
         hidden.rename(gone)
+
+
+#: Words of chart.pdf's caption ("Figure 1: Revenue by region in fiscal 2024"): a reference
+#: the structure routes resolve, and text the other routes find.
+CHART_QUERY = "Figure 1 revenue by region in fiscal 2024"
+
+
+def _states(data_dir: Path) -> dict[str, str]:
+    """doc id -> document state, as the catalog lists them (every state, MISSING too)."""
+    catalog = Catalog(data_dir / "catalog.sqlite3")
+    try:
+        return {d.doc_id: d.state.value for d in catalog.documents("default")}
+    finally:
+        catalog.close()
+
+
+def _ready(data_dir: Path, count: int) -> dict[str, str]:
+    """The READY entries of :func:`_states`, checked to be ``count`` of them."""
+    ready = {k: v for k, v in _states(data_dir).items() if v == "READY"}
+    assert len(ready) == count, _states(data_dir)
+    return ready
+
+
+def test_a_left_out_document_is_missing_until_its_file_is_ingested_again(
+    corpus: tuple[Path, Path], data_dir: Path
+) -> None:
+    """``reindex --allow-missing``: the document it leaves out stays listed as MISSING (jobs,
+    documents), and no search finds it, not even one limited to it that names its figure;
+    a later re-index without --allow-missing is not refused for it (nothing more to lose);
+    ingesting its file again brings it back READY and searchable."""
+    docs, _ = corpus
+    settings = _settings(data_dir)
+    chart = docs / "chart.pdf"
+    hidden = chart.with_name(".chart.pdf.hidden")
+    chart.rename(hidden)
+    try:
+        report = run_reindex(settings, allow_missing=True)
+        assert report.promoted, report.as_dict()
+        (left_out,) = report.left_out
+        doc_id = left_out.doc_id
+        assert not left_out.already_missing
+        assert _states(data_dir)[doc_id] == "MISSING"
+
+        code, stdout, stderr = _cli("jobs", "--json", data_dir=data_dir)
+        assert code == 0, stderr
+        shown = {j["doc_id"]: (j["state"], j["document_state"]) for j in json.loads(stdout)["jobs"]}
+        assert shown[doc_id] == ("READY", "MISSING")
+        assert sorted(v for k, v in shown.items() if k != doc_id) == [("READY", "READY")] * 3
+        code, stdout, stderr = _cli("jobs", data_dir=data_dir)
+        assert code == 0, stderr
+        (line,) = [ln for ln in stdout.splitlines() if doc_id in ln]
+        assert line.startswith("MISSING") and "chart.pdf" in line and "chunks" not in line
+
+        service = IndexService(settings)
+        service.warm_up(worker=False)
+        try:
+            listed = {d.doc_id: d.state.value for d in service.documents(ADMIN)}
+            assert listed == _states(data_dir) and listed[doc_id] == "MISSING"
+            detail = service.document(ADMIN, doc_id)
+            assert detail is not None and detail.document.state == "MISSING"
+            only = SearchRequest(query=CHART_QUERY, filters=SearchFilters(doc_ids=[doc_id]))
+            assert service.search(ADMIN, only, uuid.uuid4().hex).hits == []
+            everything = SearchRequest(query=CHART_QUERY, top_k=20)
+            hits = service.search(ADMIN, everything, uuid.uuid4().hex).hits
+            assert hits and doc_id not in {h.doc_id for h in hits}
+        finally:
+            service.close()
+
+        again = run_reindex(settings)
+        assert again.refused is None and again.promoted, again.as_dict()
+        assert [(m.doc_id, m.already_missing) for m in again.left_out] == [(doc_id, True)]
+        assert _states(data_dir)[doc_id] == "MISSING"
+    finally:
+        hidden.rename(chart)
+
+    with LocalStack(settings) as stack:
+        (job,) = stack.ingestor.ingest([stack.request(chart)])
+        assert job.state == JobState.READY and not job.unchanged, job.error_message
+        assert job.doc_id == doc_id
+        assert len(stack.catalog.pages("default", doc_id)) == 1
+        only_chart = AccessFilter(tenant="default", doc_ids=[doc_id])
+        assert {h.doc_id for h in stack.search(CHART_QUERY, only_chart).hits} == {doc_id}
+    assert _states(data_dir) == _ready(data_dir, 4)
+    code, stdout, stderr = _cli("jobs", "--json", data_dir=data_dir)
+    assert code == 0, stderr
+    assert {j["document_state"] for j in json.loads(stdout)["jobs"]} == {"READY"}
+
+
+def test_delete_removes_a_missing_document(corpus: tuple[Path, Path], data_dir: Path) -> None:
+    docs, _ = corpus
+    settings = _settings(data_dir)
+    gone = docs / "memo.pdf"
+    hidden = gone.with_name(".memo.pdf.hidden")
+    gone.rename(hidden)
+    try:
+        report = run_reindex(settings, allow_missing=True)
+    finally:
+        hidden.rename(gone)
+    assert report.promoted, report.as_dict()
+    (left_out,) = report.left_out
+    assert _states(data_dir)[left_out.doc_id] == "MISSING"
+    code, stdout, stderr = _cli("delete", left_out.doc_id, "--json", data_dir=data_dir)
+    assert code == 0, stderr
+    assert json.loads(stdout) == {"doc_id": left_out.doc_id, "deleted": True}
+    assert _states(data_dir) == _ready(data_dir, 3)
+    code, stdout, stderr = _cli("jobs", "--json", data_dir=data_dir)
+    assert code == 0, stderr
+    assert left_out.doc_id not in {j["doc_id"] for j in json.loads(stdout)["jobs"]}
+    catalog = Catalog(data_dir / "catalog.sqlite3")
+    try:
+        (entry, *_) = catalog.audit_entries("default", left_out.doc_id)
+        assert entry.action == "delete"
+    finally:
+        catalog.close()
 
 
 def test_failed_verification_refuses_and_drops_the_new_version(
@@ -270,6 +390,42 @@ def test_rollback_never_brings_back_a_deleted_document(data_dir: Path) -> None:
         assert len(stack.catalog.documents("default")) == 3
 
 
+def test_missing_ready_and_rollback_on_postgresql(tmp_path: Path, postgres_url: str) -> None:
+    """The same states with the catalog in PostgreSQL: left out -> MISSING, not searchable;
+    its file ingested again -> READY and searchable; rollback -> READY from the saved rows."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    samples.text_pdf(docs / "report.pdf")
+    chart = samples.chart_pdf(docs / "chart.pdf")
+    settings = _settings(tmp_path / "var", database_url=SecretStr(postgres_url))
+    with LocalStack(settings) as stack:
+        jobs = stack.ingestor.ingest([stack.request(p) for p in sorted(docs.iterdir())])
+    assert [j.state for j in jobs] == [JobState.READY] * 2, [j.error_message for j in jobs]
+    (doc_id,) = [j.doc_id for j in jobs if j.source_uri == chart.as_uri()]
+    only = AccessFilter(tenant="default", doc_ids=[doc_id])
+    hidden = chart.with_name(".chart.pdf.hidden")
+    chart.rename(hidden)
+    try:
+        report = run_reindex(settings, allow_missing=True)
+    finally:
+        hidden.rename(chart)
+    assert report.promoted and [m.doc_id for m in report.left_out] == [doc_id]
+    with LocalStack(settings) as stack:
+        assert stack.catalog.document_states("default", [doc_id]) == {doc_id: "MISSING"}
+        assert stack.search(CHART_QUERY, only).hits == []
+        (job,) = stack.ingestor.ingest([stack.request(chart)])
+        assert job.state == JobState.READY and not job.unchanged, job.error_message
+        assert stack.catalog.document_states("default", [doc_id]) == {doc_id: "READY"}
+        assert {h.doc_id for h in stack.search(CHART_QUERY, only).hits} == {doc_id}
+    back = rollback(settings, "text")
+    assert back["text"]["catalog_documents"] == 2
+    with LocalStack(settings) as stack:
+        document = stack.catalog.document("default", doc_id)
+        assert document is not None and document.state == "READY"
+        assert len(stack.catalog.pages("default", doc_id)) == 1
+        assert {h.doc_id for h in stack.search(CHART_QUERY, only).hits} == {doc_id}
+
+
 # -- the command line ------------------------------------------------------------------------
 
 RUNNER = CliRunner()
@@ -295,7 +451,8 @@ def test_cli_error_paths(tmp_path: Path) -> None:
     assert code == 2 and "everything" in stderr
     code, stdout, stderr = _cli("reindex", data_dir=tmp_path / "empty")
     assert (code, stdout) == (1, "")
-    assert stderr.startswith("input/NOT_FOUND: nothing to reindex"), stderr
+    # progress lines may come first (the plan); the error is the last line
+    assert stderr.splitlines()[-1].startswith("input/NOT_FOUND: nothing to reindex"), stderr
     code, stdout, stderr = _cli("rollback", data_dir=tmp_path / "empty")
     assert (code, stdout) == (1, "")
     assert stderr.startswith("index/NOT_FOUND: no text index"), stderr
@@ -306,7 +463,8 @@ def test_cli_reindex_json_and_rollback(data_dir: Path) -> None:
     before = _live(settings)
     code, stdout, stderr = _cli("reindex", "--json", data_dir=data_dir)
     assert code == 0, stderr
-    report = json.loads(stdout)
+    report = json.loads(stdout.splitlines()[-1])  # the "done" event, after plan and progress
+    assert report["event"] == "done"
     assert report["promoted"] and report["verified"] and report["rebuilt"] == 4
     assert report["indexes"]["text"]["previous"] == before
     assert _live(settings) == report["indexes"]["text"]["new"]
@@ -339,7 +497,7 @@ def test_reindex_on_ray_as_a_separate_process(data_dir: Path) -> None:
             check=False,
         )
         assert done.returncode == 0, done.stderr[-2000:]
-        report = json.loads(done.stdout)
+        report = json.loads(done.stdout.splitlines()[-1])  # the "done" event
         after = report["indexes"]["text"]["new"]
         _wait_for(loop, after)
     assert loop.errors == [] and loop.empty == 0, loop.errors[:3]

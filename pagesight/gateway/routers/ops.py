@@ -46,4 +46,6 @@ async def prometheus_metrics(service: ServiceDep, metrics: MetricsDep) -> Respon
         text += await asyncio.wait_for(service.metrics_text(), 5)
     except Exception:  # the gateway's own series are still worth scraping
         log.warning("index service metrics unavailable", exc_info=True)
+    if metrics.fleet is not None:  # under Ray Serve: every replica of every deployment
+        text += await metrics.fleet.render()
     return Response(text, media_type=CONTENT_TYPE)

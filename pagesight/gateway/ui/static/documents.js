@@ -4,6 +4,7 @@
 import { api, ApiError, enc, forgetDocument } from "./api.js";
 import { $, clear, h, shortId } from "./dom.js";
 import { openViewer, pageFigure } from "./pages.js";
+import { scopedHref } from "./scope.js";
 import { fileNameOf, rememberDocuments } from "./search.js";
 
 const STAGES = ["PENDING", "RENDERING", "PARSING", "EMBEDDING", "INDEXING", "READY"];
@@ -153,6 +154,7 @@ export async function listDocuments() {
         ),
         h("td", {}, String(doc.page_count)),
         h("td", {}, h("code", { title: doc.version }, shortId(doc.version))),
+        h("td", {}, stateBadge(doc)),
         h("td", {}, h("code", {}, doc.doc_id)),
         h(
           "td",
@@ -171,6 +173,24 @@ export async function listDocuments() {
       ),
     );
   }
+}
+
+// READY: searchable; MISSING: a re-index left it out (its file was gone or changed), so search
+// never finds it until the file is uploaded or ingested again (or a rollback restores it).
+const STATE_HELP = {
+  READY: "in the live index: searchable",
+  MISSING:
+    "left out by a re-index (its file was gone or changed): not searchable until the file " +
+    "is ingested again",
+};
+
+function stateBadge(doc) {
+  const state = doc.state || "READY";
+  return h(
+    "span",
+    { class: `doc-state ${state.toLowerCase()}`, title: STATE_HELP[state] || state },
+    state,
+  );
 }
 
 function confirmDelete(doc, name) {
@@ -236,6 +256,7 @@ export async function showDocument(docId) {
   const facts = [
     ["Document id", doc.doc_id],
     ["Current version", doc.version],
+    ["State", `${doc.state || "READY"} — ${STATE_HELP[doc.state || "READY"] || ""}`],
     ["Pages", String(detail.pages)],
     ["File", fileNameOf(doc) || "–"],
     ["Format", doc.source_format],
@@ -253,7 +274,9 @@ export async function showDocument(docId) {
     ),
     h(
       "p",
-      {},
+      { class: "doc-actions" },
+      h("a", { href: scopedHref("search", doc.doc_id), class: "button" }, "Search in this document"),
+      h("a", { href: scopedHref("answer", doc.doc_id), class: "button" }, "Ask this document"),
       h(
         "button",
         {
