@@ -41,7 +41,9 @@ import contextlib
 import hashlib
 import json
 import math
+import os
 import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -159,7 +161,8 @@ def page_texts(paths: dict[str, Path], stack: Any) -> dict[tuple[str, int], str]
 # -- run -------------------------------------------------------------------------------------
 
 #: The fusion routes that follow the document's structure (pagesight.query.structure_search).
-STRUCTURE_ROUTES = ("page", "reference", "statement", "section")
+#: The routes that follow the document rather than its words (issues 16 and 34).
+STRUCTURE_ROUTES = ("page", "reference", "statement", "section", "document", "count")
 
 
 @contextlib.contextmanager
@@ -190,7 +193,7 @@ def parse_cache_fingerprint(settings: Any) -> str:
     """What a cached parse depends on: the parse settings and the parser's own source files."""
     digest = hashlib.sha256(settings.parse.model_dump_json().encode())
     digest.update(settings.render.model_dump_json().encode())
-    ingestion = REPO_ROOT / "ingestion"
+    ingestion = REPO_ROOT / "pagesight" / "ingestion"
     sources = [
         *sorted((ingestion / "parse").rglob("*.py")),
         *sorted((ingestion / "ocr").rglob("*.py")),
@@ -275,10 +278,11 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument(
         "--ablate",
         default="",
-        help="comma list of fusion routes (page,row,reference,statement,section; 'structure' = "
-        "page, reference, statement and section; 'a+b' = both at once) to switch off, one "
-        "entry at a time, on the headline route: reported under 'ablations', each with its "
-        "latency; with 'structure', 'structure_cost' is p50(headline) / p50(without them)",
+        help="comma list of fusion routes (page,row,reference,statement,section,document,count; "
+        "'structure' = page, reference, statement, section, document and count; 'a+b' = both "
+        "at once) to switch off, one entry at a time, on the headline route: reported under "
+        "'ablations', each with its latency; with 'structure', 'structure_cost' is "
+        "p50(headline) / p50(without them)",
     )
     ap.add_argument(
         "--scope",
@@ -288,8 +292,31 @@ def parse_args() -> argparse.Namespace:
         "document: each over its own document only, as MMLongBench-Doc asks them (separates "
         "finding the page from finding the document)",
     )
+    ap.add_argument(
+        "--neutral-names",
+        action="store_true",
+        help="ingest every PDF under a neutral name (its sha256, a hard link or copy in the data "
+        "dir) so that nothing is found by a file name that spells company, year and form; the "
+        "results still name the original files",
+    )
     ap.add_argument("--out", type=Path, required=True)
     return ap.parse_args()
+
+
+def neutral_copies(paths: dict[str, Path], folder: Path) -> dict[str, Path]:
+    """Each file as ``<sha256>.pdf`` in ``folder`` (a hard link where the file system allows
+    it, else a copy): its content, not its name, is all ingestion sees."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out: dict[str, Path] = {}
+    for name, path in paths.items():
+        target = folder / f"{hashlib.sha256(path.read_bytes()).hexdigest()}{path.suffix.lower()}"
+        if not target.exists():
+            try:
+                os.link(path, target)
+            except OSError:
+                shutil.copyfile(path, target)
+        out[name] = target
+    return out
 
 
 class Run:
@@ -414,6 +441,8 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(data_dir=args.data_dir or Path(tmp))
+        if args.neutral_names:
+            paths = neutral_copies(paths, settings.data_dir / "neutral-names")
         parse = (
             cached_parse(args.parse_cache, parse_cache_fingerprint(settings))
             if args.parse_cache
@@ -485,6 +514,7 @@ def main() -> None:
         "route": headline,
         "subset": args.subset,
         "scope": args.scope,
+        "names": "neutral" if args.neutral_names else "original",
         "docs": len(names),
         "questions": len(questions),
         **aggregate(rows[headline]),

@@ -45,6 +45,7 @@ from pagesight.core.settings_models import (
 from pagesight.core.settings_query import (
     AnswerOptions,
     CorrectiveOptions,
+    DomainModes,
     ImageContextOptions,
     MultiStepOptions,
     RetrievalOptions,
@@ -65,6 +66,7 @@ __all__ = [
     "ChunkOptions",
     "CorrectiveOptions",
     "DatabaseOptions",
+    "DomainModes",
     "EmbedderOptions",
     "GatewayOptions",
     "ImageContextOptions",

@@ -8,6 +8,23 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+PackMode = Literal["auto", "on", "off"]
+
+
+class DomainModes(BaseModel):
+    """Whether each domain pack acts (``PAGESIGHT_RETRIEVAL__DOMAINS__FINANCE``): ``auto`` on
+    the documents its detector marked at ingest, ``on`` on every document, ``off`` never."""
+
+    finance: PackMode = Field(
+        default="auto",
+        description="the finance pack (route 'statement'): financial statements a query "
+        "names or implies, on documents that print primary statements",
+    )
+
+    def as_map(self) -> dict[str, str]:
+        """Pack name -> mode."""
+        return {name: str(mode) for name, mode in self.model_dump().items()}
+
 
 class RetrievalOptions(BaseModel):
     candidates: int = Field(default=100, ge=1, le=1000, description="per route, before fusion")
@@ -22,6 +39,8 @@ class RetrievalOptions(BaseModel):
             "reference": 3.0,
             "statement": 3.0,
             "section": 0.0,
+            "document": 1.0,
+            "count": 3.0,
         },
         description=(
             "weight of each route's ranked list in fusion; visual is below 1 so that a model "
@@ -34,11 +53,43 @@ class RetrievalOptions(BaseModel):
             "'page 17'/'Figure 3'/'Note 7' resolved to (3: a resolved reference in the "
             "leading document outranks a page that keyword, dense and page all rank first), "
             "'statement' the financial statements the query's terms imply "
-            "('capex': the cash flow statement; pagesight.query.statements; named ones go with "
-            "'reference'), 'section' the pages of the sections whose titles match "
+            "('capex': the cash flow statement; the finance pack, pagesight.query.domains; named "
+            "ones go with 'reference'), 'section' the pages of the sections whose titles match "
             "(pagesight.query.structure_search; 0 = off: at 0.5 it cost page_hit@1 0.44 -> 0.38 "
-            "on the full set and 0.75 -> 0.48 on the Japanese one)"
+            "on the full set and 0.75 -> 0.48 on the Japanese one); 'document' the pages of "
+            "the documents the query names (pagesight.query.document_route; 1: at 1.5 and 3 half a "
+            "lost 1 and 3 questions)"
+            "; 'count' every page a counting question counts ('how many figures', '表の数'; "
+            "pagesight.query.counting; 3, as 'reference': a counted page outranks one that "
+            "keyword, dense and page all rank first)"
         ),
+    )
+    count_pages: int = Field(
+        default=100,
+        ge=1,
+        le=1000,
+        description="pages the 'count' route returns at most (every page it counts, up to this)",
+    )
+    reference_document_decay: float = Field(
+        default=0.0,
+        ge=0,
+        le=4,
+        description="a reference that names no document weighs 1 / (1 + i) ** decay in the "
+        "document the other routes rank i-th (0 = alike in the leading documents: at 0.5 and "
+        "1 the 12 full-set questions naming the structure lost 1 and 2, their document often "
+        "not being the first the words find)",
+    )
+    document_file_names: bool = Field(
+        default=True,
+        description="route 'document' also recognises a file name or a distinctive word of it "
+        "(off where file names are content addresses, or to measure without them)",
+    )
+    document_matches: int = Field(
+        default=3,
+        ge=1,
+        le=20,
+        description="documents a query may name at once (route 'document': two years of one "
+        "company); each at least half as certain as the first",
     )
     page_candidates: int = Field(
         default=300,
@@ -59,6 +110,10 @@ class RetrievalOptions(BaseModel):
         le=200,
         description="candidate documents in all where a reference's page also counts when "
         "the other routes found that page too (a question that names a page but no document)",
+    )
+    domains: DomainModes = Field(
+        default_factory=lambda: DomainModes(),
+        description="the domain packs (pagesight.query.domains), each auto | on | off",
     )
     model_weights: dict[str, float] = Field(
         default_factory=dict,

@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from pagesight.core.document import BBox
+from pagesight.core.identity import DocumentIdentity
 
 
 class StructurePage(BaseModel):
@@ -45,6 +46,31 @@ class StructureItem(BaseModel):
     element_id: str | None = None
 
 
+class DomainPage(BaseModel):
+    """A page a domain pack recognised by its content, e.g. the finance pack's statement pages:
+    ``label`` is the pack's own name for what the page is ('cash_flows'), ``confidence`` how
+    sure the page's content makes it (0-1)."""
+
+    label: str
+    page_number: int = Field(ge=1)
+    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
+    title: str | None = None
+
+
+class DomainMark(BaseModel):
+    """What a domain pack's detector found in a document at ingest
+    (:mod:`pagesight.query.domains`): whether the pack applies to it (``detected``), how sure
+    that is, and the pages it recognised. The core names no domain: packs do."""
+
+    name: str
+    detected: bool = False
+    confidence: float = Field(default=0.0, ge=0.0, le=1.0)
+    content: bool = Field(
+        default=True, description="read from the pages' content (False: from titles alone)"
+    )
+    pages: list[DomainPage] = Field(default_factory=list)
+
+
 class DocumentStructure(BaseModel):
     """What the catalog knows of a document's structure (``GET /v1/documents/{id}/structure``)."""
 
@@ -53,3 +79,17 @@ class DocumentStructure(BaseModel):
     pages: list[StructurePage] = Field(default_factory=list)
     sections: list[StructureSection] = Field(default_factory=list)
     items: list[StructureItem] = Field(default_factory=list)
+    identity: DocumentIdentity | None = Field(
+        default=None,
+        description="who the document is (issuer, kind, period; pagesight.core.identity); None "
+        "for a document stored before identities were kept",
+    )
+    domains: list[DomainMark] | None = Field(
+        default=None,
+        description="the domain packs' detections; None: not run (a structure stored before "
+        "packs, detected when the query side loads it)",
+    )
+
+    def domain(self, name: str) -> DomainMark | None:
+        """The mark of pack ``name``, if its detector ran on this document."""
+        return next((m for m in self.domains or () if m.name == name), None)

@@ -193,7 +193,7 @@ ReferenceKind = Literal[
     "appendix",
     "cover",
     "titled",
-    "statement",
+    "domain",
 ]
 
 
@@ -202,6 +202,11 @@ class StructuralReference(BaseModel):
 
     kind: ReferenceKind
     text: str = Field(description="the words of the query that name it")
+    domain: str | None = Field(
+        default=None,
+        description="kind 'domain': the domain pack that reads it (pagesight.query.domains, "
+        "e.g. 'finance'); its value is the pack's own name for the place ('cash_flows')",
+    )
     value: str | None = Field(
         default=None, description="as printed: '17', 'iv', '2.1', '4b', 'B'; a title for 'titled'"
     )
@@ -224,6 +229,11 @@ class ResolvedReference(BaseModel):
     )
     unresolved: str | None = Field(
         default=None, description="why it led nowhere, e.g. 'no page 300: 212 pages'"
+    )
+    confidence: float | None = Field(
+        default=None,
+        description="how sure the resolution is (0-1; a domain pack's, e.g. a statement page "
+        "read from its content); a low one weighs less in fusion. None: exact look-up",
     )
 
 

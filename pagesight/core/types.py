@@ -44,6 +44,7 @@ from pagesight.core.document import (
     BBox,
     Chunk,
     Document,
+    DocumentState,
     Element,
     ElementKind,
     OutlineEntry,
@@ -60,6 +61,8 @@ from pagesight.core.jobs import AuditEntry, IngestJob, JobState, JobStatus
 from pagesight.core.search import PageHit, SearchResult, SparseVector
 from pagesight.core.structure import (
     DocumentStructure,
+    DomainMark,
+    DomainPage,
     StructureItem,
     StructurePage,
     StructureSection,
@@ -104,7 +107,10 @@ __all__ = [
     "Citation",
     "CorrectiveTrace",
     "Document",
+    "DocumentState",
     "DocumentStructure",
+    "DomainMark",
+    "DomainPage",
     "Element",
     "ElementKind",
     "ErrorCode",

@@ -58,8 +58,20 @@ from pagesight.entrypoints.cli_common import (
 from pagesight.entrypoints.cli_index import bulk, parse, reindex, rollback, sync
 from pagesight.entrypoints.cli_print import _cited_names, _print_answer, _print_hits
 
+#: ``--doc ID|FILE``, repeatable: search or answer in those documents only.
+Doc = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--doc",
+        help="only this document: its id, or the file it was ingested from (path or file "
+        "name); repeat for several",
+        show_default=False,
+    ),
+]
+
 if TYPE_CHECKING:
     from pagesight.api.models import Submitted
+    from pagesight.core.types import Document
 
 
 class CliGroup(TyperGroup):
@@ -267,17 +279,19 @@ def delete(
 # -- search and answer ---------------------------------------------------------------------
 
 
-def search(
+def search(  # noqa: PLR0913  # a Typer command: each parameter is one CLI option
     query: Annotated[str, typer.Argument(help="the question or keywords")],
     top_k: Annotated[int, typer.Option(help="pages to return", min=1, max=100)] = 10,
     route: Annotated[RouteName, typer.Option(help="retrieval route")] = RouteName.AUTO,
     tenant: Tenant = None,
     principal: Principal = None,
+    doc: Doc = None,
     as_json: Json = False,
     server: Server = None,
     api_key: ApiKey = None,
 ) -> None:
-    """Search the index and print ranked pages with doc, page and snippet.
+    """Search the index and print ranked pages with doc, page and snippet; --doc searches in
+    those documents only (a document id, or a file: its document, by path or file name).
 
     --json: the API's search response {trace_id, route, hits: [{doc_id, page_number, rank,
     score, route_scores, snippet, title, source_uri, kinds, chunk_ids, element_ids, evidence,
@@ -285,8 +299,11 @@ def search(
     from pagesight.api.models import SearchRequest
     from pagesight.core.tracing import new_trace_id
 
-    request = SearchRequest(query=query, route=route, top_k=top_k)
     with _session(server, api_key, tenant, principal) as session:
+        filters = {"doc_ids": _scope(session, doc)} if doc else {}
+        request = SearchRequest.model_validate(
+            {"query": query, "route": route, "top_k": top_k, "filters": filters}
+        )
         response = session.backend.search(session.caller, request, new_trace_id())
     if as_json:
         sys.stdout.write(response.model_dump_json(indent=1) + "\n")
@@ -294,7 +311,7 @@ def search(
         _print_hits(response)
 
 
-def answer(
+def answer(  # noqa: PLR0913  # a Typer command: each parameter is one CLI option
     question: Annotated[str, typer.Argument(help="the question")],
     route: Annotated[RouteName, typer.Option(help="retrieval route")] = RouteName.AUTO,
     policy: Annotated[
@@ -303,6 +320,7 @@ def answer(
     ] = "standard",
     tenant: Tenant = None,
     principal: Principal = None,
+    doc: Doc = None,
     as_json: Json = False,
     server: Server = None,
     api_key: ApiKey = None,
@@ -318,8 +336,11 @@ def answer(
     from pagesight.api.models import AnswerRequest
     from pagesight.core.tracing import new_trace_id
 
-    request = AnswerRequest.model_validate({"query": question, "route": route, "policy": policy})
     with _session(server, api_key, tenant, principal) as session:
+        filters = {"doc_ids": _scope(session, doc)} if doc else {}
+        request = AnswerRequest.model_validate(
+            {"query": question, "route": route, "policy": policy, "filters": filters}
+        )
         response = session.backend.answer(session.caller, request, new_trace_id())
         if as_json:
             sys.stdout.write(response.model_dump_json(indent=1) + "\n")
@@ -330,6 +351,41 @@ def answer(
         f"{response.mode}, confidence {response.confidence:.2f}, trace {response.trace_id}",
         markup=False,
     )
+
+
+def _scope(session: Any, given: list[str]) -> list[str]:
+    """The document ids of ``--doc`` values, among the documents the session's caller may
+    read (the backend applies tenant and ACL): an id as it is; a file by its path (the
+    document ingested from it), else by its file name when exactly one document has it. An
+    unknown or ambiguous value is an error naming it, never an unscoped search."""
+    documents: list[Document] = session.backend.documents(session.caller)
+    by_id = {d.doc_id for d in documents}
+    found: list[str] = []
+    for value in given:
+        if value in by_id:
+            found.append(value)
+            continue
+        path = Path(value).expanduser()
+        uri = path.resolve().as_uri() if path.exists() else None
+        located = [d for d in documents if uri is not None and d.source_uri == uri]
+        named = located or [d for d in documents if d.source_name == path.name]
+        if len(named) > 1:
+            ids = ", ".join(sorted(d.doc_id for d in named)[:5])
+            raise PageSightError(
+                ErrorCode.INVALID_REQUEST,
+                Stage.INPUT,
+                f"--doc {value}: {len(named)} documents are named {path.name} ({ids}); "
+                "give the document id",
+            )
+        if not named:
+            raise PageSightError(
+                ErrorCode.NOT_FOUND,
+                Stage.INPUT,
+                f"--doc {value}: no document with this id or file that you may read "
+                "(see `pagesight search` or `pagesight jobs` for ids)",
+            )
+        found.append(named[0].doc_id)
+    return list(dict.fromkeys(found))
 
 
 # -- demo -----------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from pagesight.core.errors import ErrorCode, PageSightError, Stage
+from pagesight.core.identity import IDENTITY_PAGES, identity_of
 from pagesight.core.ids import check_doc_id, file_version, make_doc_id, point_id
 from pagesight.core.protocols import (
     CatalogRepository,
@@ -38,6 +39,7 @@ from pagesight.core.types import (
     AuditEntry,
     Chunk,
     Document,
+    DocumentState,
     DocumentStructure,
     IngestJob,
     JobState,
@@ -159,9 +161,12 @@ def is_current(
 ) -> bool:
     """The stored document already is these bytes with this ACL and validity, indexed under
     today's structure rules: ingesting them again changes nothing (a changed ACL or validity
-    re-writes the payloads that carry it; an older ``structure_version`` re-parses it)."""
+    re-writes the payloads that carry it; an older ``structure_version`` re-parses it). A
+    MISSING document (a re-index left it out) is never current: ingesting its file again is
+    what brings it back into the index, READY."""
     return (
-        document.structure_version == STRUCTURE_VERSION
+        document.state == DocumentState.READY
+        and document.structure_version == STRUCTURE_VERSION
         and document.version == version
         and sorted(document.acl) == sorted(acl)
         and document.valid_until == valid_until
@@ -173,6 +178,9 @@ def with_structure(parsed: ParsedDocument) -> DocumentStructure:
     page (folios) join the /PageLabels ones on the pages, so payloads and the page API show
     them too."""
     structure = build_structure(parsed)
+    structure.identity = identity_of(
+        first_page_texts(parsed), parsed.document.title, parsed.document.source_name
+    )
     labels = {p.page_number: p for p in structure.pages if p.label}
     for page in parsed.pages:
         found = labels.get(page.page_number)
@@ -180,6 +188,16 @@ def with_structure(parsed: ParsedDocument) -> DocumentStructure:
             page.label = found.label
     parsed.document.structure_version = STRUCTURE_VERSION
     return structure
+
+
+def first_page_texts(parsed: ParsedDocument) -> list[str]:
+    """The text of the document's first pages (its elements in reading order), which its
+    identity is read from (:func:`pagesight.core.identity.identity_of`)."""
+    texts: dict[int, list[str]] = {}
+    for element in parsed.elements:
+        if element.page_number <= IDENTITY_PAGES and element.text:
+            texts.setdefault(element.page_number, []).append(element.text)
+    return ["\n".join(texts.get(n, [])) for n in range(1, IDENTITY_PAGES + 1)]
 
 
 def display_name(job: IngestJob) -> str:

@@ -93,6 +93,7 @@ from pagesight.query.context import (
     build_context,
     confidence_of,
 )
+from pagesight.query.counting import StructureCounter, structure_answer
 from pagesight.query.extractive_answer import extractive_answer, related_passages
 from pagesight.query.generation import (
     SCHEMA_NAME,
@@ -138,6 +139,7 @@ class AnswerPipeline:
         visual: PageRanker | None = None,
         vision: Literal["off", "auto", "always"] = "off",
         images: PageImageSource | None = None,
+        counter: StructureCounter | None = None,
     ) -> None:
         self.candidates = candidates
         self.ranker = ranker
@@ -153,6 +155,9 @@ class AnswerPipeline:
         #: and where they are read from (no source: never)
         self.vision = vision
         self.images = images
+        #: counts counting questions in the structure ("how many figures ...";
+        #: pagesight.query.counting), the retriever's count route's (None: never)
+        self.counter = counter
 
     @property
     def mode(self) -> Literal["llm", "extractive"]:
@@ -201,7 +206,26 @@ class AnswerPipeline:
             reason = record.corrective.reason or "corrective retrieval found nothing relevant"
             response = self._abstain(trace_id, 0.0, reason)
         else:
-            response = yield from self._answer(request, access, found, trace_id, record, streaming)
+            counted, note = (
+                structure_answer(
+                    self.counter, request.query, access, found.passages, trace_id, self.mode
+                )
+                if self.counter is not None
+                else (None, None)
+            )
+            if counted is not None:  # a structure count: no passage states it
+                record.answer_type = "structure_count"
+                response = counted
+                if streaming:
+                    cited = counted.sentences[0].citations
+                    yield AnswerToken(text=with_markers(counted.answer, cited))
+            else:
+                response = yield from self._answer(
+                    request, access, found, trace_id, record, streaming
+                )
+                if note is not None:  # the structure could not count: the answer says so
+                    said = f"{note} {response.reason}" if response.reason else note
+                    response = response.model_copy(update={"reason": said})
         record.confidence = response.confidence
         record.abstained = response.abstained
         record.reason = response.reason

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from pagesight.core.numbering import KANJI_DIGITS, ROMAN_MAX, as_int, ascii_width, roman_value
 from pagesight.core.types import DocumentStructure, StructuralReference, StructureSection
-from pagesight.query.statements import STATEMENT_NAMES, statement_pages
+from pagesight.query import domains
 
 MAX_SPAN_PAGES = 20
 """A range or a section resolves to at most this many pages (its first ones)."""
@@ -38,6 +38,8 @@ class Resolution:
     """1-based page numbers, best first (a section's span in order, a figure's page)."""
     reason: str | None = None
     """When ``pages`` is empty: why, e.g. 'no page 300 (212 pages)', 'no Figure 9'."""
+    confidences: tuple[float, ...] | None = None
+    """A domain pack's confidence in each page (None: an exact look-up, fully believed)."""
 
 
 def _page_count(structure: DocumentStructure) -> int:
@@ -448,12 +450,9 @@ def _resolve_titled(
     return Resolution(pages) if pages else Resolution([], f"no section titled '{title}'")
 
 
-def _resolve_statement(reference: StructuralReference, structure: DocumentStructure) -> Resolution:
-    kind = reference.value
-    if kind not in STATEMENT_NAMES:
-        return Resolution([], f"no statement '{kind}'")
-    pages = statement_pages(kind, structure)
-    return Resolution(pages) if pages else Resolution([], f"no {STATEMENT_NAMES[kind]}")
+def _resolve_domain(reference: StructuralReference, structure: DocumentStructure) -> Resolution:
+    found = domains.resolve(reference, structure)
+    return Resolution(found.pages, found.reason, tuple(found.confidences) or None)
 
 
 def resolve_reference(  # noqa: PLR0911  # one return per kind of reference
@@ -476,7 +475,8 @@ def resolve_reference(  # noqa: PLR0911  # one return per kind of reference
     - appendix [X]: headings 'Appendix X', then X under an 'Appendices' heading, then a
       section lettered X; without X every 'Appendix ...' heading.
     - titled: sections whose title holds at least 60% of the title's words, best first.
-    - statement: the primary financial statement's pages (:mod:`pagesight.query.statements`).
+    - domain: what a domain pack resolves it to, each page with a confidence
+      (:mod:`pagesight.query.domains`: the finance pack's statements).
 
     A section resolves to its span, at most ``MAX_SPAN_PAGES`` pages over all matches.
 
@@ -507,6 +507,6 @@ def resolve_reference(  # noqa: PLR0911  # one return per kind of reference
         return _resolve_note(reference, structure, count)
     if kind == "appendix":
         return _resolve_appendix(reference, structure, count)
-    if kind == "statement":
-        return _resolve_statement(reference, structure)
+    if kind == "domain":
+        return _resolve_domain(reference, structure)
     return _resolve_titled(reference, structure, count)

@@ -50,6 +50,7 @@ from pagesight.core.types import (
 )
 from pagesight.index.base import ScoredPoint, VectorStore
 from pagesight.index.vectors import PAGE_VECTOR
+from pagesight.query.document_route import DocumentRoute
 from pagesight.query.evidence import evidence_boxes
 from pagesight.query.fusion import weighted_rrf_ranks
 from pagesight.query.routes import (
@@ -97,7 +98,9 @@ class _Candidates:
             self.chunk_ranks[name] = {h.id: rank for rank, h in enumerate(found.chunks, start=1)}
             self.chunks.update((h.id, h.payload) for h in found.chunks)
         self.chunks.update(found.payloads)
-        self.page_ranks[name] = {key: rank for rank, (key, _) in enumerate(found.pages, start=1)}
+        self.page_ranks[name] = found.ranks or {
+            key: rank for rank, (key, _) in enumerate(found.pages, start=1)
+        }
         self.page_raw[name] = dict(found.pages)
         self.references.extend(found.references)
         for key, page_point in found.page_points.items():
@@ -143,6 +146,10 @@ class Retriever:
         self.routes: list[Route] = default_routes(
             chunk_store, embedder, sparse, page_store, page_embedder, self.structure_routes
         )
+        if self.structure_cache is not None:
+            # first of the routes that read the fusion: the others resolve in what it names
+            at = next((i for i, r in enumerate(self.routes) if r.reads_fusion), len(self.routes))
+            self.routes.insert(at, DocumentRoute(chunk_store, self.structure_cache))
 
     @property
     def visual_available(self) -> bool:

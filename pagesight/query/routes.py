@@ -18,7 +18,8 @@ The routes, in registry order (which is also fusion's tie order):
 - ``visual``: ColQwen2 page MaxSim, two-stage (:class:`VisualRoute`).
 - ``reference``, ``statement``, ``section``: the routes that follow the document
   (:mod:`pagesight.query.structure_search`); they read the fused ranking of the routes before
-  them (:attr:`RouteContext.leading`), so they come last.
+  them (:attr:`RouteContext.leading`), so they come last. ``statement`` is the ``finance``
+  domain pack's route (:class:`DomainRoute`, :mod:`pagesight.query.domains`).
 
 Each route's ``__init__`` only keeps references to its stores and models: a route is built
 with every :class:`Retriever` and must cost nothing until a search asks it for candidates. A
@@ -52,11 +53,13 @@ from pagesight.index.vectors import (
 )
 from pagesight.models.pooling import query_centroids
 from pagesight.models.text import language_of
+from pagesight.query.counting import COUNT_ROUTE, StructureCounter, count_question
+from pagesight.query.domains import PACKS
+from pagesight.query.domains.finance import FINANCE, STATEMENT_ROUTE
 from pagesight.query.structure_search import (
     PAGE_ROUTE,
     REFERENCE_ROUTE,
     SECTION_ROUTE,
-    STATEMENT_ROUTE,
     StructureRoutes,
     document_order,
     page_ranking,
@@ -138,6 +141,10 @@ class RouteContext:
     #: sums ``page_candidates`` of them), and its table-row units; None until it ran.
     keyword_pool: list[ScoredPoint] | None = None
     keyword_rows: list[ScoredPoint] = field(default_factory=list)
+    #: The keyword route's encoded query, which later BM25 queries reuse (``document``).
+    sparse_query: Any = None
+    #: The documents the query names (route ``document``): references resolve in them only.
+    named_documents: list[str] = field(default_factory=list)
     #: The trace's stage times (ms): a route adds the parts of its own time worth telling
     #: apart (``embed_dense``, ``structure_lookup``, ...; :meth:`add_time`).
     stages_ms: dict[str, float] = field(default_factory=dict)
@@ -156,7 +163,9 @@ class RouteContext:
         """The places and statements the query names or implies, parsed once for the routes
         that share them (``reference`` takes the named ones, ``statement`` the inferred)."""
         if self._references is None:
-            self._references = StructureRoutes.references_in(self.query)
+            self._references = StructureRoutes.references_in(
+                self.query, self.options.domains.as_map()
+            )
         return self._references
 
 
@@ -179,6 +188,9 @@ class RouteResult:
     query_rows: np.ndarray | None = None
     #: Why the route did not run (the trace says so, with weight 0).
     skipped: str | None = None
+    #: Explicit 1-based fusion ranks of :attr:`pages` (None: their order): a page a route is
+    #: less sure of ranks further down than its place (:func:`confidence_ranks`).
+    ranks: dict[PageKey, int] | None = None
 
     def listed(self) -> list[tuple[str, float]]:
         """The candidates as the trace lists them."""
@@ -278,6 +290,7 @@ class KeywordRoute(BaseRoute):
     def search(self, context: RouteContext) -> RouteResult:
         limit = context.limit
         sparse_query = self.sparse.encode_query(context.query)
+        context.sparse_query = sparse_query
         pool, rows = split_rows(
             self.chunk_store.query_sparse(
                 SPARSE_VECTOR,
@@ -441,26 +454,63 @@ class ReferenceRoute(BaseRoute):
         leading = context.leading
         if leading is None:
             return None
-        group = [r for r in context.structural_references() if r.inferred == self.inferred]
+        group = [r for r in context.structural_references() if self._takes(r)]
         if not group:
             return None
-        ranking = self.structures.reference_pages(
-            group, leading.documents, context.access, self._confirm(leading)
-        )
+        modes = context.options.domains.as_map()
+        confidence: dict[PageKey, float]
+        if context.named_documents:  # the query names its documents: resolve there only
+            ranking = self.structures.reference_pages(
+                group, context.named_documents, context.access, None, modes
+            )
+            confidence = ranking.confidence
+        else:
+            ranking = self.structures.reference_pages(
+                group, leading.documents, context.access, self._confirm(leading), modes
+            )
+            decay = 0.0 if self.inferred else context.options.reference_document_decay
+            confidence = by_document_rank(ranking.pages, ranking.confidence, leading, decay)
         context.add_time("structure_lookup", ranking.lookup_ms)
-        return RouteResult(pages=by_rank(ranking.pages), references=ranking.references)
+        return RouteResult(
+            pages=by_rank(ranking.pages),
+            references=ranking.references,
+            ranks=confidence_ranks(ranking.pages, confidence, context.options.rrf_k),
+        )
+
+    def _takes(self, reference: StructuralReference) -> bool:
+        return reference.inferred == self.inferred
 
 
-class StatementRoute(ReferenceRoute):
-    """The financial statements a query's terms imply ("capex": the cash flow statement;
-    :mod:`pagesight.query.statements`), weighted on their own; only in the leading documents:
-    every filing prints one, and a question about one names its company."""
+class DomainRoute(ReferenceRoute):
+    """A domain pack's route (:mod:`pagesight.query.domains`): what the query's terms imply in
+    the pack's domain, weighted on its own (``weights[pack.route]``), in the documents the
+    pack acts on; only in the leading documents. The ``finance`` pack's is ``statement``:
+    the financial statements a query's terms imply ("capex": the cash flow statement), every
+    filing prints one, and a question about one names its company. Off with its pack
+    (``RetrievalOptions.domains``) or at weight 0."""
 
-    name = STATEMENT_ROUTE
     inferred = True
+
+    def __init__(self, structures: StructureRoutes, pack: str, name: str) -> None:
+        super().__init__(structures)
+        self.pack = pack
+        self.name = name
+
+    def enabled(self, options: RetrievalOptions) -> bool:
+        return super().enabled(options) and options.domains.as_map().get(self.pack) != "off"
+
+    def _takes(self, reference: StructuralReference) -> bool:
+        return reference.inferred and reference.domain == self.pack
 
     def _confirm(self, leading: Leading) -> dict[PageKey, int] | None:
         return None
+
+
+class StatementRoute(DomainRoute):
+    """The ``finance`` pack's route, ``statement`` (:class:`DomainRoute`)."""
+
+    def __init__(self, structures: StructureRoutes) -> None:
+        super().__init__(structures, FINANCE, STATEMENT_ROUTE)
 
 
 class SectionRoute(BaseRoute):
@@ -487,6 +537,41 @@ class SectionRoute(BaseRoute):
         return RouteResult(pages=by_rank(ranking.pages))
 
 
+class CountRoute(BaseRoute):
+    """Every page a counting question counts ("how many figures ...", "表の数";
+    :mod:`pagesight.query.counting`), in the document the search is scoped to, else the one
+    the query names, else the leading one: evidence recall, not one hit. A query with no
+    counting cue returns at once, before the counter is asked anything."""
+
+    name = COUNT_ROUTE
+    reads_fusion = True
+
+    def __init__(self, counter: StructureCounter) -> None:
+        self.counter = counter
+
+    def search(self, context: RouteContext) -> RouteResult | None:
+        leading = context.leading
+        if leading is None:
+            return None
+        question = count_question(context.query)
+        if question is None:
+            return None
+        since = time.perf_counter()
+        documents = [*context.named_documents, *leading.documents][:1]
+        found = self.counter.count_in(question, context.access, documents)
+        context.add_time("structure_lookup", _ms_since(since))
+        if found is None:
+            return None
+        pages = found.route_pages(leading.rank, context.options.count_pages)
+        return RouteResult(pages=by_rank(pages)) if pages else None
+
+
+def counter_of(routes: list[Route]) -> StructureCounter | None:
+    """The counter of the ``count`` route among ``routes`` (the answer step counts with the
+    same one, and so with the same inventories), else None."""
+    return next((r.counter for r in routes if isinstance(r, CountRoute)), None)
+
+
 def default_routes(
     chunk_store: VectorStore,
     embedder: TextEmbedder,
@@ -508,8 +593,10 @@ def default_routes(
     if structures is not None:
         routes += [
             ReferenceRoute(structures),
-            StatementRoute(structures),
+            # one route per domain pack (the finance pack's: 'statement')
+            *(DomainRoute(structures, pack.name, pack.route) for pack in PACKS.values()),
             SectionRoute(structures),
+            CountRoute(StructureCounter(structures.views, chunk_store)),
         ]
     return routes
 
@@ -531,6 +618,38 @@ def best_per_page(hits: list[ScoredPoint]) -> list[tuple[PageKey, float]]:
 
 def pages_of(payload: dict[str, Any]) -> list[PageKey]:
     return [(str(payload["doc_id"]), int(n)) for n in payload.get("page_numbers") or [1]]
+
+
+def by_document_rank(
+    pages: list[PageKey], confidence: dict[PageKey, float], leading: Leading, decay: float
+) -> dict[PageKey, float]:
+    """``confidence`` of each page times ``1 / (1 + i) ** decay``, ``i`` its document's place
+    among the documents the other routes rank (0: the best): a reference that names no
+    document ("page 17") weighs most in the document the question's words found best, and
+    less in each one after, rather than alike in all of them (issue 34)."""
+    if decay <= 0:
+        return confidence
+    order = {doc: i for i, doc in enumerate(document_order(leading.pages, len(leading.pages)))}
+    worst = len(order)
+    return {
+        key: confidence.get(key, 1.0) / (1 + order.get(key[0], worst)) ** decay for key in pages
+    }
+
+
+def confidence_ranks(
+    pages: list[PageKey], confidence: dict[PageKey, float], k: float
+) -> dict[PageKey, int] | None:
+    """Fusion ranks for ``pages`` (best first) that weigh each page by its confidence: RRF
+    gives rank r ``w / (k + r)``; a page of confidence c gets the rank whose share is c times
+    that, ``(k + r) / c - k``. None when every page is fully believed (their order is their
+    rank)."""
+    if not any(confidence.get(key, 1.0) < 1.0 for key in pages):
+        return None
+    ranks: dict[PageKey, int] = {}
+    for rank, key in enumerate(pages, start=1):
+        believed = max(confidence.get(key, 1.0), 0.01)
+        ranks[key] = max(rank, round((k + rank) / believed - k))
+    return ranks
 
 
 def by_rank(pages: list[PageKey]) -> list[tuple[PageKey, float]]:

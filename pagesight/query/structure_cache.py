@@ -11,6 +11,9 @@ searches together. Here it is paid once per document version:
   PreparedStructure`), the section titles' terms (section route), and every reference resolved
   in it so far (a bounded memo; a resolution is a pure function of the reference's kind,
   value, range end and position and of the structure).
+- Domain marks (:mod:`pagesight.query.domains`): a structure stored before domain packs is
+  detected when first read here (from the index's chunk texts and the catalog's margin lines:
+  no re-parse), once per document version.
 - :class:`CachedStructures`: the :class:`~pagesight.core.protocols.StructureSource` a stack
   gives its retriever. Per (tenant, document) it keeps the catalog's row (the version, the
   ACL and validity every search is checked against, in memory), the view, and which chunk
@@ -41,16 +44,23 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
+from pagesight.core.identity import IDENTITY_PAGES, DocumentIdentity, identity_of
 from pagesight.core.protocols import CatalogRepository, StructureSource
 from pagesight.core.types import AccessFilter, Document, DocumentStructure, StructuralReference
 from pagesight.index.base import VectorStore
+from pagesight.ingestion.domains import chunk_page_texts, detect_domains
 from pagesight.models.text import tokenize
+from pagesight.query import domains
+from pagesight.query.document_identity import IdentityIndex
 from pagesight.query.reference_resolution import PreparedStructure, Resolution, resolve_reference
 
 #: Resolutions kept per view (distinct references resolved in one document version).
 RESOLUTION_MEMO = 512
 #: Documents whose structure is kept (least recently used out first).
 CACHE_DOCUMENTS = 1024
+#: Seconds between two listings of a tenant's documents for the identity index (a write
+#: through this process or a new index version relists at once).
+IDENTITY_CHECK_S = 30.0
 
 
 class StructureView:
@@ -62,7 +72,9 @@ class StructureView:
         self.structure = structure
         self.prepared = PreparedStructure(structure)
         self._memo = memo
-        self._resolved: dict[tuple[str, str | None, str | None, int | None], Resolution] = {}
+        self._resolved: dict[
+            tuple[str, str | None, str | None, int | None, str | None], Resolution
+        ] = {}
         self._section_terms: list[frozenset[str]] | None = None
         self._lock = threading.Lock()
 
@@ -73,7 +85,7 @@ class StructureView:
     def resolve(self, reference: StructuralReference) -> Resolution:
         """:func:`~pagesight.query.reference_resolution.resolve_reference` in this document,
         computed once per distinct reference."""
-        key = (reference.kind, reference.value, reference.end, reference.position)
+        key = (reference.kind, reference.value, reference.end, reference.position, reference.domain)
         with self._lock:
             found = self._resolved.get(key)
         if found is None:
@@ -82,7 +94,7 @@ class StructureView:
                 if len(self._resolved) >= self._memo:
                     self._resolved.clear()
                 self._resolved[key] = found
-        return Resolution(list(found.pages), found.reason)
+        return Resolution(list(found.pages), found.reason, found.confidences)
 
     def section_terms(self) -> list[frozenset[str]]:
         """Each section's title as index terms (``models.text.tokenize``), in section order."""
@@ -109,7 +121,7 @@ class FreshViews:
 
     def view_of(self, access: AccessFilter, doc_id: str) -> StructureView | None:
         structure = self.structures.structure_of(access, doc_id)
-        return StructureView(structure) if structure is not None else None
+        return StructureView(domains.marks_of(structure)) if structure is not None else None
 
 
 @dataclass(frozen=True)
@@ -144,6 +156,16 @@ class _Entry:
     view: StructureView | None = None
     pages: PageChunks | None = None
     pages_writes: int = -1
+
+
+@dataclass
+class _Identities:
+    """A tenant's identity index and the document rows it was built from."""
+
+    index: IdentityIndex
+    documents: dict[str, Document]
+    checked: float
+    writes: int
 
 
 @dataclass
@@ -186,6 +208,10 @@ class CachedStructures:
         self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
         self._collection: str | None = None
         self._lock = threading.Lock()
+        self._identities: dict[str, _Identities] = {}
+        self._identity_memo: dict[tuple[str, str, str], DocumentIdentity | None] = {}
+        #: Structures the identity index read, kept for the first view of each (one read).
+        self._read_ahead: dict[tuple[str, str, str], DocumentStructure] = {}
 
     # -- StructureSource ---------------------------------------------------------------------
 
@@ -203,7 +229,8 @@ class CachedStructures:
             return None
         view = entry.view
         if view is None:
-            structure = self.catalog.structure(document)
+            read = self._read_ahead.pop((document.tenant, document.doc_id, document.version), None)
+            structure = self._with_domains(document, read or self.catalog.structure(document))
             view = StructureView(structure)
             with self._lock:
                 self.stats.structure_reads += 1
@@ -212,6 +239,23 @@ class CachedStructures:
                 else:
                     view = entry.view
         return view
+
+    def _with_domains(self, document: Document, structure: DocumentStructure) -> DocumentStructure:
+        """``structure`` with its domain packs' marks: as ingest stored them, else (an index
+        built before packs) detected now from what the index and the catalog keep of the
+        pages (the chunks' texts by their spans, the pages' margin lines), once per
+        document version, so that no re-parse is needed; with no index, from the titles."""
+        if structure.domains is not None or self.index is None:
+            return domains.marks_of(structure)
+        points = self.index.points_of_document(
+            document.tenant,
+            document.doc_id,
+            fields=["page_numbers", "text", "spans", "unit", "seq", "section_path"],
+        )
+        texts = chunk_page_texts(
+            (p.payload for p in points), self.catalog.pages(document.tenant, document.doc_id)
+        )
+        return structure.model_copy(update={"domains": detect_domains(texts, structure.sections)})
 
     # -- the page map --------------------------------------------------------------------------
 
@@ -245,7 +289,72 @@ class CachedStructures:
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._identities.clear()
+            self._read_ahead.clear()
             self.stats.clears += 1
+
+    # -- identities (the document route) -------------------------------------------------------
+
+    def identity_index(self, tenant: str) -> tuple[IdentityIndex, dict[str, Document]]:
+        """Every document of ``tenant`` by name (:mod:`pagesight.query.document_identity`)
+        and the catalog rows it was built from, which the caller checks each match's access
+        against. Relisted at most every :data:`IDENTITY_CHECK_S` seconds, at once after a
+        write here or a new index version; a document's identity is read once per version."""
+        self._follow_version()
+        now, writes = self.clock(), self._writes()
+        with self._lock:
+            held = self._identities.get(tenant)
+        if held is not None and held.writes == writes and now - held.checked < IDENTITY_CHECK_S:
+            return held.index, held.documents
+        documents = {d.doc_id: d for d in self.catalog.documents(tenant)}
+        identities = []
+        for document in documents.values():
+            identity = self._identity(document)
+            if identity is not None:
+                identities.append((document.doc_id, identity))
+        fresh = _Identities(IdentityIndex(identities), documents, now, writes)
+        with self._lock:
+            self._identities[tenant] = fresh
+        return fresh.index, fresh.documents
+
+    def _identity(self, document: Document) -> DocumentIdentity | None:
+        key = (document.tenant, document.doc_id, document.version)
+        with self._lock:
+            if key in self._identity_memo:
+                return self._identity_memo[key]
+        structure = self.catalog.structure(document)
+        with self._lock:
+            if len(self._read_ahead) >= self.size:
+                self._read_ahead.clear()
+            self._read_ahead[key] = structure
+        identity = structure.identity
+        if identity is None:
+            identity = self._identity_from_index(document)
+        with self._lock:
+            if len(self._identity_memo) >= 8 * self.size:
+                self._identity_memo.clear()
+            self._identity_memo[key] = identity
+        return identity
+
+    def _identity_from_index(self, document: Document) -> DocumentIdentity | None:
+        """The identity of a document stored before identities were kept, read from the text
+        of its first pages' chunks (the same text ingestion reads it from)."""
+        if self.index is None:
+            return None
+        texts: dict[int, list[str]] = {}
+        for point in self.index.points_of_document(
+            document.tenant, document.doc_id, fields=["text", "page_numbers", "unit"]
+        ):
+            if point.payload.get("unit") == "table_row":
+                continue
+            pages = point.payload.get("page_numbers") or []
+            if pages and min(pages) <= IDENTITY_PAGES:
+                texts.setdefault(int(min(pages)), []).append(str(point.payload.get("text", "")))
+        return identity_of(
+            ["\n".join(texts.get(n, [])) for n in range(1, IDENTITY_PAGES + 1)],
+            document.title,
+            document.source_name,
+        )
 
     # -- freshness -----------------------------------------------------------------------------
 
@@ -286,5 +395,7 @@ class CachedStructures:
             if collection != self._collection:
                 if self._collection is not None:
                     self._entries.clear()
+                    self._identities.clear()
+                    self._read_ahead.clear()
                     self.stats.clears += 1
                 self._collection = collection

@@ -12,9 +12,11 @@ and filings (issue 16):
   references (:mod:`pagesight.query.references`) and resolves them against the structure of the
   documents the text routes found most relevant, in that order; a page that does not exist is
   reported in the trace, never guessed.
-- **"The cash flow statement", "capex", "return on equity"**: the financial statements a query
-  names go with the references; those its terms only imply (:mod:`pagesight.query.statements`) rank
-  the statement pages as a route of their own (``statement``), weighted on its own.
+- **"The cash flow statement", "capex", "return on equity"**: the domain packs' references
+  (:mod:`pagesight.query.domains`; the ``finance`` pack's financial statements) that a query
+  names go with the references; those its terms only imply rank the statement pages as the
+  pack's route (``statement``), weighted on its own; both only in the documents the pack acts
+  on, each page by its confidence.
 - **"In the Leadership program section"**: the section tree is searchable by its titles; the
   candidate pages inside the best-matching sections are promoted, in the order the text routes
   ranked them (a PageIndex-like descent, lexical, no LLM needed).
@@ -35,7 +37,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pagesight.core.protocols import StructureSource
 from pagesight.core.types import (
@@ -47,8 +49,9 @@ from pagesight.core.types import (
 )
 from pagesight.index.base import ScoredPoint
 from pagesight.models.text import tokenize
+from pagesight.query import domains
+from pagesight.query.domains.finance import STATEMENT_ROUTE
 from pagesight.query.references import parse_references
-from pagesight.query.statements import statement_references
 from pagesight.query.structure_cache import (
     CachedStructures,
     FreshViews,
@@ -59,8 +62,8 @@ from pagesight.query.structure_cache import (
 #: Route names, as traces and ``RetrievalOptions.weights`` spell them.
 PAGE_ROUTE = "page"
 REFERENCE_ROUTE = "reference"
-STATEMENT_ROUTE = "statement"
 SECTION_ROUTE = "section"
+__all__ = ["PAGE_ROUTE", "REFERENCE_ROUTE", "SECTION_ROUTE", "STATEMENT_ROUTE", "StructureRoutes"]
 
 
 def page_ranking(hits: Sequence[ScoredPoint], decay: float = 0.5) -> list[tuple[PageKey, float]]:
@@ -103,6 +106,8 @@ class StructureRanking:
     pages: list[PageKey]
     references: list[ResolvedReference]
     lookup_ms: float = 0.0
+    #: A domain pack's confidence in a page (pages not listed: 1).
+    confidence: dict[PageKey, float] = field(default_factory=dict)
 
 
 class StructureRoutes:
@@ -132,10 +137,13 @@ class StructureRoutes:
         self.sections = sections
 
     @staticmethod
-    def references_in(query: str) -> list[StructuralReference]:
-        """The places the query names, then the financial statements it names or implies
-        (``inferred``: route ``statement``; the rest: route ``reference``)."""
-        return [*parse_references(query), *statement_references(query)]
+    def references_in(
+        query: str, modes: Mapping[str, str] | None = None
+    ) -> list[StructuralReference]:
+        """The places the query names, then what the domain packs not switched off in
+        ``modes`` read in it (the financial statements it names or implies; ``inferred``:
+        the pack's route, ``statement``; the rest: route ``reference``)."""
+        return [*parse_references(query), *domains.references_in(query, modes)]
 
     def _views(
         self, access: AccessFilter, doc_ids: Sequence[str], spent: list[float]
@@ -157,6 +165,7 @@ class StructureRoutes:
         doc_order: Sequence[str],
         access: AccessFilter,
         page_rank: Mapping[PageKey, int] | None = None,
+        modes: Mapping[str, str] | None = None,
     ) -> StructureRanking:
         """Every reference resolved in each of the leading documents, pages of the most
         relevant document first (a financial statement only in the first of them that prints
@@ -172,23 +181,17 @@ class StructureRoutes:
         among the candidates its words found, while page 14 of an unrelated document is not.
         A financial statement is left out of it: every filing prints one, and a question
         about one names its company.
+
+        A domain pack's reference (kind ``domain``) resolves only in the documents the pack
+        acts on under ``modes`` (``RetrievalOptions.domains``), and its pages carry the pack's
+        confidence (:attr:`StructureRanking.confidence`).
         """
         lead = list(doc_order[: self.documents])
         spent = [0.0]
         structures = self._views(access, lead, spent)
         pages: list[PageKey] = []
-        resolved: list[ResolvedReference] = []
-        for reference in references:
-            entry = ResolvedReference(reference=reference)
-            for structure in structures:
-                resolution = structure.resolve(reference)
-                keys = [(structure.doc_id, n) for n in resolution.pages]
-                entry.pages.extend(keys)
-                if not keys and entry.unresolved is None and resolution.reason:
-                    entry.unresolved = resolution.reason
-                if keys and reference.kind == "statement":
-                    break  # one company's statement: the most relevant filing that prints it
-            resolved.append(entry)
+        confidence: dict[PageKey, float] = {}
+        resolved = [_resolve_in(r, structures, modes, confidence) for r in references]
         for structure in structures:  # document-major: the most relevant document's pages first
             for entry in resolved:
                 pages.extend(k for k in entry.pages if k[0] == structure.doc_id and k not in pages)
@@ -200,7 +203,9 @@ class StructureRoutes:
                 entry.unresolved = None
             elif not structures:
                 entry.unresolved = "no document to resolve it in"
-        return StructureRanking(pages=pages, references=resolved, lookup_ms=spent[0])
+        return StructureRanking(
+            pages=pages, references=resolved, lookup_ms=spent[0], confidence=confidence
+        )
 
     def _confirmed_elsewhere(
         self,
@@ -210,7 +215,7 @@ class StructureRoutes:
         page_rank: Mapping[PageKey, int],
         spent: list[float],
     ) -> list[PageKey]:
-        wanted = [e for e in resolved if e.reference.kind != "statement"]
+        wanted = [e for e in resolved if e.reference.kind != "domain"]
         if not wanted:
             return []
         others = [d for d in document_order(list(page_rank), self.tail_documents) if d not in lead]
@@ -260,6 +265,36 @@ class StructureRoutes:
                 if key not in pages:
                     pages.append(key)
         return StructureRanking(pages=pages, references=[], lookup_ms=spent[0])
+
+
+def _resolve_in(
+    reference: StructuralReference,
+    structures: Sequence[StructureView],
+    modes: Mapping[str, str] | None,
+    confidence: dict[PageKey, float],
+) -> ResolvedReference:
+    """``reference`` resolved in each of ``structures`` in turn; a domain pack's only where
+    the pack acts (:func:`pagesight.query.domains.enabled`) and only in the first document
+    that resolves it (one company's statement), its pages' confidences into ``confidence``."""
+    entry = ResolvedReference(reference=reference)
+    pack = reference.domain if reference.kind == "domain" else None
+    for structure in structures:
+        if pack is not None and not domains.enabled(pack, structure.structure, modes):
+            if entry.unresolved is None:
+                entry.unresolved = f"the {pack} pack is off for this document"
+            continue
+        resolution = structure.resolve(reference)
+        keys = [(structure.doc_id, n) for n in resolution.pages]
+        entry.pages.extend(keys)
+        if not keys and entry.unresolved is None and resolution.reason:
+            entry.unresolved = resolution.reason
+        if keys and resolution.confidences is not None:
+            for key, value in zip(keys, resolution.confidences, strict=False):
+                confidence[key] = min(confidence.get(key, 1.0), value)
+            entry.confidence = max(resolution.confidences)
+        if keys and pack is not None:
+            break  # one company's statement: the most relevant document that prints it
+    return entry
 
 
 def section_match(

@@ -16,6 +16,7 @@ from pagesight.models.reranker import build_ranker
 from pagesight.query.answer import AnswerPipeline
 from pagesight.query.corrective import build_corrective, pipeline_scorer
 from pagesight.query.passages import PassageSearch
+from pagesight.query.routes import counter_of
 from pagesight.query.visual_rerank import VisualPageReranker
 from pagesight.services.page_images import StoredPageImages
 from pagesight.services.stack import LocalStack
@@ -37,6 +38,7 @@ def build_answer_pipeline(settings: Settings, stack: LocalStack) -> AnswerPipeli
         visual=visual,
         vision=settings.llm.vision,
         images=StoredPageImages(stack.catalog, stack.ingestor.images),
+        counter=counter_of(stack.retriever.routes),  # structure counts ("how many figures")
     )
     if settings.answer.corrective.enabled:
         pipeline.corrective = build_corrective(

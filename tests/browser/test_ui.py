@@ -299,6 +299,7 @@ def test_ui_is_static_and_served_under_a_strict_csp(base_url: str) -> None:
                 "answer.js",
                 "trace.js",
                 "pages.js",
+                "scope.js",
             )
         )
         assert not HTML_SINKS.search(sources), HTML_SINKS.search(sources)
@@ -911,5 +912,59 @@ def test_japanese_document_and_query_in_a_narrow_window(
             expect(page.locator(ready)).to_be_visible()
             assert page.evaluate(NO_OVERFLOW), f"{route} is wider than a narrow window"
         shoot(page, screenshots, "answer-narrow")
+    finally:
+        close(page)
+
+
+# -- search in one document ------------------------------------------------------------------------
+
+
+def test_search_in_this_document_from_its_page_and_from_a_result(
+    chromium: Browser,
+    base_url: str,
+    uploaded: dict[str, Any],
+    service: IndexService,
+    tmp_path: Path,
+    axe_source: str,
+) -> None:
+    """The "Search in this document" links of a document's page and of each result scope the
+    search (the API's filters.doc_ids) and say so; "search all documents" lifts it."""
+    ulta = uploaded["doc_id"]
+    other = ingest(service, "tenant-a", samples.table_pdf(tmp_path / "regions.pdf"))
+    page = open_ui(chromium, base_url, f"#/documents/{ulta}")
+    view = page.locator("#view-search")
+    try:
+        page.get_by_role("link", name="Search in this document").click()
+        expect(page).to_have_url(re.compile(rf"#/search/{ulta}$"))
+        expect(page.locator("#search-scope")).to_contain_text(f"Only in {ULTA_TITLE}")
+        view.get_by_label("Query").fill("net sales")
+        with page.expect_request("**/v1/search") as sent:
+            view.get_by_label("Query").press("Enter")
+        assert sent.value.post_data_json["filters"] == {"doc_ids": [ulta]}
+        hits = page.locator("#search-results li.hit")
+        expect(hits.first).to_be_visible()
+        assert set(hits.evaluate_all("(hs) => hs.map((h) => h.dataset.docId)")) == {ulta}
+        expect(page.locator("#search-results .search-in")).to_have_count(0)
+        assert_accessible(page, axe_source, "search in one document")
+
+        page.get_by_role("link", name="search all documents").click()
+        expect(page.locator("#search-scope")).to_be_hidden()
+        view.get_by_label("Query").fill("revenue by region")
+        with page.expect_request("**/v1/search") as sent:
+            view.get_by_label("Query").press("Enter")
+        assert "filters" not in sent.value.post_data_json
+        result = page.locator(f'#search-results li.hit[data-doc-id="{other}"]').first
+        with page.expect_request("**/v1/search") as sent:  # the typed search runs again
+            result.get_by_role("link", name=re.compile("Search in .* only")).click()
+        assert sent.value.post_data_json["filters"] == {"doc_ids": [other]}
+        expect(page).to_have_url(re.compile(rf"#/search/{other}$"))
+
+        page.goto(f"{base_url}/ui#/documents/{ulta}")
+        page.get_by_role("link", name="Ask this document").click()
+        expect(page.locator("#answer-scope")).to_contain_text(ULTA_TITLE)
+        page.locator("#answer-query").fill("What were net sales?")
+        with page.expect_request("**/v1/answer") as sent:
+            page.get_by_role("button", name="Ask").click()
+        assert sent.value.post_data_json["filters"] == {"doc_ids": [ulta]}
     finally:
         close(page)

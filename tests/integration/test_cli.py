@@ -89,6 +89,7 @@ JOB_KEYS = {
     "attempts",
     "created_at",
     "updated_at",
+    "document_state",
 }
 SEARCH_KEYS = {"trace_id", "route", "hits", "elapsed_ms"}
 HIT_KEYS = {
@@ -1086,3 +1087,43 @@ def test_library_warnings_print_one_line_without_their_traceback(
     assert result.exit_code == 0, result.output
     assert "warning: cache ignored" in result.stderr
     assert "ZeroDivisionError" not in result.output
+
+
+def test_search_and_answer_in_one_document(
+    files: Files, local: dict[str, str | None], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``--doc ID|FILE`` scopes search and answer to documents the caller may read: an id, a
+    path (the document ingested from it) or a file name; an unknown one is a clear error,
+    never a search of everything."""
+    result = cli(["ingest", files.report, files.table, "--json"], local)
+    assert result.exit_code == 0, result.output
+    report, table = (j["doc_id"] for j in as_json(result)["jobs"])
+    result = cli(["ingest", files.chart, "--acl", "alice", "--json"], local)
+    assert result.exit_code == 0, result.output
+    (chart,) = (j["doc_id"] for j in as_json(result)["jobs"])
+
+    monkeypatch.chdir(tmp_path)  # the file name alone, from another folder
+    for value, expected in ((report, report), (files.table, table), ("chart.pdf", chart)):
+        found = as_json(cli(["search", "revenue by region", "--doc", value, "--json"], local))
+        assert found["hits"] and {h["doc_id"] for h in found["hits"]} == {expected}, value
+    both = as_json(cli(["search", "revenue", "--doc", report, "--doc", table, "--json"], local))
+    assert {h["doc_id"] for h in both["hits"]} <= {report, table}
+
+    answered = cli(["answer", "What is the largest cost risk?", "--doc", report, "--json"], local)
+    assert answered.exit_code == 0, answered.output
+    response = as_json(answered)
+    assert response["citations"] and {c["doc_id"] for c in response["citations"]} == {report}
+    elsewhere = as_json(
+        cli(["answer", "What is the largest cost risk?", "--doc", table, "--json"], local)
+    )
+    assert all(c["doc_id"] == table for c in [*elsewhere["citations"], *elsewhere["related"]])
+
+    line = one_error(cli(["search", "x", "--doc", "nothing.pdf"], local), "NOT_FOUND", "input")
+    assert "--doc nothing.pdf" in line
+    # another principal may not read alice's document: it is unknown to them
+    line = one_error(
+        cli(["answer", "x", "--doc", chart, "--principal", "bob"], local), "NOT_FOUND", "input"
+    )
+    assert chart in line
+    found = as_json(cli(["search", "x", "--doc", chart, "--principal", "alice", "--json"], local))
+    assert {h["doc_id"] for h in found["hits"]} <= {chart}

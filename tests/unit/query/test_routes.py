@@ -144,7 +144,7 @@ def test_the_default_registry_follows_the_configuration() -> None:
     full = _retriever(Store([]), structures=True)
     assert [r.name for r in full.routes] == [
         *("keyword", "page", "row", "dense"),
-        *("reference", "statement", "section"),
+        *("reference", "statement", "section", "count"),
     ]
 
 
@@ -235,3 +235,17 @@ def test_routes_reading_the_fusion_run_last_and_see_the_routes_before() -> None:
     retriever.search("tax rate", one_document, RouteName.TEXT)
     last = follower.leading[-1]
     assert last is not None and last.documents == ["z"]
+
+
+def test_a_reference_weighs_less_in_each_later_document_when_asked_to() -> None:
+    from pagesight.query.routes import by_document_rank
+
+    pages = [("a", 2), ("b", 2), ("c", 2)]
+    leading = Leading(
+        pages=[("a", 1), ("b", 5), ("a", 3), ("c", 9)],
+        rank={},
+        documents=["a", "b", "c"],
+    )
+    weighed = by_document_rank(pages, {("c", 2): 0.5}, leading, decay=1.0)
+    assert weighed == {("a", 2): 1.0, ("b", 2): 0.5, ("c", 2): 0.5 / 3}
+    assert by_document_rank(pages, {}, leading, decay=0.0) == {}  # off: unchanged

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pagesight.core.types import (
     AccessFilter,
     DocumentStructure,
+    DomainMark,
     StructureItem,
     StructurePage,
     StructureSection,
@@ -119,6 +120,8 @@ def test_a_statement_resolves_in_the_first_leading_document_that_prints_it() -> 
                     title="Consolidated Balance Sheets", page_start=page, page_end=page
                 )
             ],
+            # ingest found the filing's statements: the finance pack acts on it
+            domains=[DomainMark(name="finance", detected=True, content=False)],
         )
 
     routes = StructureRoutes(_Structures(_structure("paper", 9), filing("x", 40), filing("y", 50)))

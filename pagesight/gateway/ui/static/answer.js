@@ -8,6 +8,7 @@
 import { answerStream, enc } from "./api.js";
 import { $, clear, fmt, h } from "./dom.js";
 import { openViewer } from "./pages.js";
+import { scopeFilters } from "./scope.js";
 import { docLabel, docNameNodes, documentTitles, namesOf } from "./search.js";
 
 let running = null;
@@ -36,6 +37,7 @@ async function ask() {
     query: $("answer-query").value,
     route: $("answer-route").value,
     policy: $("answer-policy").value,
+    ...scopeFilters("answer"),
   };
   const stream = h("p", { class: "streaming", id: "answer-stream" });
   output.append(stream);

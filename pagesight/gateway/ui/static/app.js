@@ -6,7 +6,7 @@ import { initAnswer } from "./answer.js";
 import { $, clear } from "./dom.js";
 import { initDocuments, listDocuments, showDocument } from "./documents.js";
 import { initViewer } from "./pages.js";
-import { fillRoutes, initSearch, routeNames } from "./search.js";
+import { enterScope, fillRoutes, initSearch, routeNames } from "./search.js";
 import { initTrace, showTrace } from "./trace.js";
 
 const VIEWS = ["key", "documents", "document", "search", "answer", "trace"];
@@ -59,6 +59,7 @@ async function route(focus) {
     case "search":
     case "answer":
       show(view);
+      await enterScope(view, arg); // #/search/<doc id>: in that document only
       break;
     case "trace":
       show("trace");

@@ -5,6 +5,7 @@
 import { api, API, enc } from "./api.js";
 import { $, clear, fmt, h } from "./dom.js";
 import { openViewer, pageFigure } from "./pages.js";
+import { scopedHref, scopeFilters, scopeOf, setScope } from "./scope.js";
 
 //: The routes when the schema cannot be read; otherwise they come from /openapi.json, so
 //: routes added to the API appear here without a change to the UI.
@@ -101,6 +102,20 @@ export function docNameNodes(docId, given = {}) {
   ];
 }
 
+/**
+ * Open ``view`` ("search" or "answer") scoped to ``docId`` ("" = every document), naming the
+ * document by its title and file; a search already typed runs again in the new scope.
+ */
+export async function enterScope(view, docId) {
+  const label = docId ? docLabel(docId, {}) : "";
+  const changed = setScope(view, docId, label);
+  if (docId && label === docId) {
+    await documentTitles(); // names it once the documents list is in
+    setScope(view, docId, docLabel(docId, {}));
+  }
+  if (changed && view === "search" && $("search-query").value.trim()) runSearch();
+}
+
 export function initSearch() {
   $("search-form").addEventListener("submit", (event) => {
     event.preventDefault();
@@ -116,6 +131,7 @@ async function runSearch() {
     query,
     route: $("search-route").value,
     top_k: Number($("search-topk").value) || 10,
+    ...scopeFilters("search"),
   };
   status.textContent = "Searching…";
   results.setAttribute("aria-busy", "true");
@@ -176,6 +192,21 @@ function hitItem(hit) {
         scores.map(([route, score]) => h("span", {}, `${route} ${fmt(score)}`)),
         hit.kinds.length ? h("span", {}, hit.kinds.join(", ")) : null,
       ),
+      scopeOf("search") === hit.doc_id
+        ? null
+        : h(
+            "p",
+            { class: "hit-actions" },
+            h(
+              "a",
+              {
+                href: scopedHref("search", hit.doc_id),
+                class: "search-in",
+                "aria-label": `Search in ${docLabel(hit.doc_id, given)} only`,
+              },
+              "Search in this document",
+            ),
+          ),
     ),
   );
 }

@@ -1,12 +1,15 @@
-"""Financial statements a query names ("the cash flow statement") or implies ("capex"), and
-the pages they are printed on.
+"""The ``finance`` domain pack: financial statements a query names ("the cash flow statement")
+or implies ("capex"), and the pages they are printed on (formerly ``query/statements.py``).
 
 Why: a filing holds dozens of tables with the same line items (the MD&A repeats the income
 statement's revenue by segment, the notes repeat the balance sheet's debt by maturity), and
 a question about one year's figure is nearly always answered by one of the five primary
 statements. Keyword and embedding search rank those pages no higher than the look-alikes, so
 on the shared set most missed table questions were statement questions (issue 16). A reader
-goes to the statement itself, and so does this route:
+goes to the statement itself, and so does this pack's route (``statement``). It is a pack
+(:mod:`pagesight.query.domains`) because that knowledge and its weight of 3 are right for
+a filing and wrong for a manual: it acts only on documents detected at ingest as printing
+primary statements (:mod:`pagesight.ingestion.finance_statements`), unless settings force it.
 
 - ``statement_references(query)``: the statements the query names ("balance sheet",
   "statement of operations", "P&L", 貸借対照表, 損益計算書, キャッシュ・フロー計算書) and
@@ -14,109 +17,60 @@ goes to the statement itself, and so does this route:
   terms: capex and free cash flow come from the cash flow statement, gross margin from the
   income statement, the quick ratio from the balance sheet, return on equity from both).
   Implied statements carry ``inferred=True`` so the trace tells a named statement from a
-  guessed one.
-- ``statement_pages(kind, structure)``: the primary statement's pages, read off the
-  document's section titles ("Consolidated Statements of Cash Flows", "Balance sheet as at
-  March 31, 2003", "連結貸借対照表", titles with a company name before them, words split
-  by the text layer).
-  Discussions of a statement ("Analysis of the Consolidated Statements of Income"),
-  supplemental notes, off-balance-sheet arrangements and numbered notes are not the
-  statement; the consolidated statement comes before a parent-company or guarantor one.
-
-Only documents whose structure has such a section yield pages, so the glossary costs nothing on
-a manual or a paper that says "revenue".
+  guessed one. References are of kind ``domain``, pack ``finance``, value the statement.
+- ``resolve_statement(kind, structure)``: the statement's pages, each with a confidence, from
+  two sources: the section titles ("Consolidated Statements of Cash Flows", "連結貸借対照表";
+  discussions, supplemental notes and numbered notes are not the statement; the consolidated
+  statement before a parent-company one) and the pages the ingest detector recognised by
+  their content (a capitalised title under a company-name line that the outline lacks,
+  period columns, the statement's line items). A titled section whose page the content calls
+  something else ("Selected Financial Data", an index to the statements) gets that page's low
+  confidence; the more confident source leads, and a low confidence weighs less in fusion.
 """
 
 from __future__ import annotations
 
-import functools
 import re
-from typing import Literal
 
 from pagesight.core.types import DocumentStructure, StructuralReference, StructureSection
+from pagesight.ingestion.finance_statements import (
+    CONFIDENT,
+    FINANCE,
+    JA_NAMES,
+    STATEMENT_NAMES,
+    StatementKind,
+    title_statement,
+)
+from pagesight.query.domains.base import DomainResolution
 
-StatementKind = Literal["income", "balance", "cash_flows", "equity", "comprehensive"]
+__all__ = [
+    "FINANCE",
+    "STATEMENT_NAMES",
+    "STATEMENT_ROUTE",
+    "FinancePack",
+    "StatementKind",
+    "resolve_statement",
+    "statement_pages",
+    "statement_references",
+    "statement_sections",
+    "title_statement",
+]
 
-STATEMENT_NAMES: dict[StatementKind, str] = {
-    "income": "income statement",
-    "balance": "balance sheet",
-    "cash_flows": "cash flow statement",
-    "equity": "statement of equity",
-    "comprehensive": "statement of comprehensive income",
-}
-
+#: The pack's route, as traces and ``RetrievalOptions.weights`` spell it.
+STATEMENT_ROUTE = "statement"
 MAX_STATEMENT_PAGES = 3
 """A primary statement runs one or two pages; a longer section is something else."""
+PAGE_LIMIT = 4
+"""Pages a statement resolves to, at most."""
+MIN_CONFIDENCE = 0.3
+"""Below this a page is not offered as the statement at all."""
+UNSEEN_TITLE = 0.6
+"""A titled section whose first page's content showed no statement title (the outline points
+near it; the page may print the title as an image): believed, less."""
 
-# --- Titles, matched on the title's letters only (a text layer splits 'Incom e', 'Shee t'), in
-# this order: 'Statements of Comprehensive Income' is not the income statement.
-_TITLE_PATTERNS: list[tuple[StatementKind, re.Pattern[str]]] = [
-    ("comprehensive", re.compile(r"statements?of(?:consolidated)?comprehensive(?:income|loss)")),
-    ("cash_flows", re.compile(r"statements?of(?:consolidated)?cashflows?|cashflowstatements?")),
-    (
-        "balance",
-        re.compile(
-            r"balancesheets?|statements?of(?:consolidated)?financial(?:position|condition)"
-            r"|statements?ofcondition"
-        ),
-    ),
-    (
-        "equity",
-        re.compile(
-            r"statements?of(?:changesin)?(?:consolidated)?(?:shareholders|stockholders|shareowners)?"
-            r"(?:equity|deficit)"
-        ),
-    ),
-    (
-        "income",
-        re.compile(
-            r"statements?of(?:consolidated)?(?:income|operations|earnings)(?!tax)"
-            r"|incomestatements?|profitandloss|profitorloss"
-        ),
-    ),
-]
-# A section about a statement, not the statement: 'Off-Balance Sheet Arrangements',
-# 'Supplemental Cash Flow Statement Information', 'Analysis of the Consolidated Statements of
-# Income', 'NOTE 6. Supplemental Income Statement Information', 'Selected ... Information'.
-_NOT_THE_STATEMENT = re.compile(
-    r"\b(?:off[\s-]*balance|supplement(?:al|ary)|analysis|discussion|selected|information"
-    r"|highlights|note\s+\d|notes\s+to|index\s+to|summary)\b",
-    re.IGNORECASE,
-)
-# Japanese statement names (有価証券報告書, 決算短信), read on titles without spaces and in
-# queries; in this order, so 損益及び包括利益計算書 is the income statement.
-_JA_NAMES: list[tuple[StatementKind, re.Pattern[str]]] = [
-    ("cash_flows", re.compile(r"キャッシュ・?フロー計算書")),
-    ("balance", re.compile(r"貸借対照表|財政状態計算書")),
-    ("equity", re.compile(r"株主資本等変動計算書|持分変動計算書")),
-    ("income", re.compile(r"損益計算書|損益及び包括利益計算書")),
-    ("comprehensive", re.compile(r"(?<!及び)包括利益計算書")),
-]
-# '(連結貸借対照表関係)' heads the notes about a statement; 注記 are notes.
-_JA_NOT_THE_STATEMENT = re.compile(r"関係|注記|に関する|の概要|分析")
-_NOTE_ENUMERATOR = re.compile(r"^\s*(?:[A-Za-z]|\d{1,2})[.)]\s")  # 'O. Cash Equivalents and ...'
 _SECONDARY = re.compile(r"\b(?:parent|guarant\w*|unconsolidated)\b", re.IGNORECASE)
 _CONSOLIDATED = re.compile(r"consolidated|連結", re.IGNORECASE)
 _CONTINUED = re.compile(r"\bcontinued\b|\(cont", re.IGNORECASE)
-
-
-@functools.lru_cache(maxsize=65_536)
-def title_statement(title: str) -> StatementKind | None:
-    """Which primary statement a section title is, if any (read once per distinct title: a
-    statement reference reads every section title of a filing)."""
-    if _NOT_THE_STATEMENT.search(title) or _NOTE_ENUMERATOR.match(title):
-        return None
-    letters = re.sub(r"[^a-z]", "", title.lower())
-    for kind, pattern in _TITLE_PATTERNS:
-        if pattern.search(letters):
-            return kind
-    compact = "".join(title.split())
-    if _JA_NOT_THE_STATEMENT.search(compact):
-        return None
-    for kind, pattern in _JA_NAMES:
-        if pattern.search(compact):
-            return kind
-    return None
 
 
 def statement_sections(kind: StatementKind, structure: DocumentStructure) -> list[StructureSection]:
@@ -146,15 +100,90 @@ def statement_sections(kind: StatementKind, structure: DocumentStructure) -> lis
     return out
 
 
-def statement_pages(kind: StatementKind, structure: DocumentStructure, limit: int = 4) -> list[int]:
-    """The pages of statement ``kind`` (its first page first), at most ``limit``; none when
-    the document prints no such statement."""
+def statement_pages(
+    kind: StatementKind, structure: DocumentStructure, limit: int = PAGE_LIMIT
+) -> list[int]:
+    """The pages of statement ``kind`` by the section titles (its first page first), at most
+    ``limit``; none when no section is titled so."""
     pages: list[int] = []
     for section in statement_sections(kind, structure):
         for page in range(section.page_start, section.page_end + 1):
             if page not in pages:
                 pages.append(page)
     return pages[:limit]
+
+
+def _content_pages(kind: str, structure: DocumentStructure) -> dict[int, float] | None:
+    """The pages the ingest detector recognised as statement ``kind`` by their content, with
+    their confidences; None when the document's mark was not read from its content."""
+    mark = structure.domain(FINANCE)
+    if mark is None or not mark.content:
+        return None
+    return {p.page_number: p.confidence for p in mark.pages if p.label == kind}
+
+
+def _content_statement(found: dict[int, float]) -> list[tuple[int, float]]:
+    """The statement's pages by content: the first confident page (the primary statements
+    come before a parent-company or guarantor repeat), else the most confident one; and the
+    next page when it confidently continues it."""
+    confident = sorted(n for n, c in found.items() if c >= CONFIDENT)
+    first = confident[0] if confident else max(sorted(found), key=lambda n: found[n], default=0)
+    if not first or found[first] < MIN_CONFIDENCE:
+        return []
+    following = found.get(first + 1, 0.0)
+    pages = [(first, found[first])]
+    return pages + ([(first + 1, following)] if following >= CONFIDENT else [])
+
+
+def _leads(group: list[tuple[int, float]]) -> tuple[bool, float]:
+    """How a source ranks against the other: a confident one leads a doubtful one; two
+    confident ones keep their order (titles first); two doubtful ones, the surer first."""
+    confidence = group[0][1]
+    return (confidence < CONFIDENT, -confidence if confidence < CONFIDENT else 0.0)
+
+
+def resolve_statement(kind: str, structure: DocumentStructure) -> DomainResolution:
+    """Statement ``kind``'s pages with their confidences (module doc): the titled section's
+    (confidence 1 where no content was read, else its first page's content confidence, or
+    ``UNSEEN_TITLE``) and the content's; a confident source leads a doubtful one (the titles
+    lead when both are), and the other follows only when the leader is not confident."""
+    if kind not in STATEMENT_NAMES:
+        return DomainResolution([], [], f"no statement '{kind}'")
+    titled = statement_pages(kind, structure)
+    content = _content_pages(kind, structure)
+    groups: list[list[tuple[int, float]]] = []
+    if titled:
+        believed = 1.0 if content is None else content.get(titled[0], UNSEEN_TITLE)
+        groups.append([(n, believed) for n in titled])
+    if content:
+        groups.append(_content_statement(content))
+    groups = [group for group in groups if group]
+    groups.sort(key=_leads)  # stable: the titles first on a tie
+    chosen: dict[int, float] = {}
+    for group in groups:
+        if chosen and next(iter(chosen.values())) >= CONFIDENT:
+            break
+        for number, confidence in group:
+            chosen.setdefault(number, confidence)
+    kept = [(n, c) for n, c in chosen.items() if c >= MIN_CONFIDENCE][:PAGE_LIMIT]
+    if not kept:
+        return DomainResolution([], [], f"no {STATEMENT_NAMES[kind]}")
+    return DomainResolution([n for n, _ in kept], [c for _, c in kept])
+
+
+class FinancePack:
+    """The ``finance`` pack (:class:`~pagesight.query.domains.DomainPack`)."""
+
+    name = FINANCE
+    route = STATEMENT_ROUTE
+
+    def references(self, query: str) -> list[StructuralReference]:
+        return statement_references(query)
+
+    def resolve(
+        self, reference: StructuralReference, structure: DocumentStructure
+    ) -> DomainResolution:
+        return resolve_statement(reference.value or "", structure)
 
 
 # --- Queries
@@ -188,7 +217,7 @@ _NAMED: list[tuple[StatementKind, re.Pattern[str]]] = [
     ),
 ]
 
-_NAMED_JA = [*_JA_NAMES, ("balance", re.compile(r"バランスシート"))]
+_NAMED_JA = [*JA_NAMES, ("balance", re.compile(r"バランスシート"))]
 
 _INCOME: tuple[StatementKind, ...] = ("income",)
 _BALANCE: tuple[StatementKind, ...] = ("balance",)
@@ -272,7 +301,9 @@ def statement_references(query: str) -> list[StructuralReference]:
         if m and kind not in seen:
             seen.add(kind)
             found.append(
-                StructuralReference(kind="statement", text=text[m.start() : m.end()], value=kind)
+                StructuralReference(
+                    kind="domain", domain=FINANCE, text=text[m.start() : m.end()], value=kind
+                )
             )
     for pattern, kinds in _GLOSSARY:
         m = pattern.search(text)
@@ -283,7 +314,8 @@ def statement_references(query: str) -> list[StructuralReference]:
                 seen.add(kind)
                 found.append(
                     StructuralReference(
-                        kind="statement",
+                        kind="domain",
+                        domain=FINANCE,
                         text=text[m.start() : m.end()],
                         value=kind,
                         inferred=True,
