@@ -77,6 +77,7 @@ sys.path.insert(0, str(REPO_ROOT))
 from bench.maxsim_layouts import (  # noqa: E402  # after sys.path
     DEFAULT_LAYOUTS,
     LayoutStore,
+    disk_bytes,
     layout_point,
     layout_rows,
     layout_targets,
@@ -318,20 +319,6 @@ def page_point(number: int, rows: Matrix) -> IndexPoint:
     )
 
 
-def disk_usage(path: Path) -> tuple[int, int]:
-    """(allocated bytes, apparent bytes) of every file under ``path``."""
-    allocated = apparent = 0
-    for root, _dirs, files in os.walk(path):
-        for name in files:
-            try:
-                stat = os.stat(os.path.join(root, name))
-            except FileNotFoundError:
-                continue
-            allocated += stat.st_blocks * 512
-            apparent += stat.st_size
-    return allocated, apparent
-
-
 def _stamp_matches(index: Path, stamp: dict[str, Any]) -> bool:
     """Whether ``index`` is a complete build of the same pages (seed, generator, size) under the
     same schema: only then may a run reuse it instead of spending minutes on the upserts."""
@@ -465,8 +452,8 @@ class _Bench:
             self.store = EdgeVectorStore.create(
                 self.index_path, self.schema, segment_mb=args.segment_mb
             )
-            empty_allocated, empty_apparent = disk_usage(self.index_path / SHARD_DIR)
-            empty_wal = disk_usage(self.index_path / SHARD_DIR / "wal")[0]
+            empty_allocated, empty_apparent = disk_bytes(self.index_path / SHARD_DIR)
+            empty_wal = disk_bytes(self.index_path / SHARD_DIR / "wal")[0]
             self.empty = _Empty(empty_allocated, empty_apparent, empty_wal)
 
     def close(self) -> None:
@@ -620,10 +607,10 @@ class _Bench:
 
     def _disk_at_rest(self) -> _Disk:
         shard_dir = self.index_path / SHARD_DIR
-        allocated, apparent = disk_usage(shard_dir)
-        wal_allocated, _ = disk_usage(shard_dir / "wal")
+        allocated, apparent = disk_bytes(shard_dir)
+        wal_allocated, _ = disk_bytes(shard_dir / "wal")
         by_vector = {
-            name: sum(disk_usage(d)[0] for d in shard_dir.glob(f"segments/*/vector_storage-{name}"))
+            name: sum(disk_bytes(d)[0] for d in shard_dir.glob(f"segments/*/vector_storage-{name}"))
             for name in self.schema.multivector
         }
         return _Disk(allocated, apparent, wal_allocated, by_vector)

@@ -19,6 +19,7 @@ from pathlib import Path
 import pymupdf
 import pytest
 
+from bench.bench_ops import descendants
 from pagesight.core.settings import Settings
 from pagesight.core.types import JobState
 from pagesight.ingestion import samples
@@ -68,20 +69,7 @@ def _done(stdout: str) -> dict[str, object]:
 
 def _descendants(pid: int) -> list[int]:
     """Every live process under ``pid`` (Ray's workers run in sessions of their own)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
+    return sorted(descendants(pid))
 
 
 def _cmdline(pid: int) -> str:
