@@ -2,13 +2,13 @@
 file name, read from its first pages (issue 34).
 
 A question asked of a corpus often names its document instead of its page: "What was
-PepsiCo's FY2022 capital expenditure?", "in the 2022 annual report", "JnJ's US sales". The
+Globex's FY2022 capital expenditure?", "in the 2022 annual report", "J&J's US sales". The
 query side (:mod:`pagesight.query.document_route`) resolves such mentions against every
 document's :class:`DocumentIdentity`. It is read once, at ingest, from what the cover says
 (:func:`identity_of`): the line above a filing's "(Exact name of registrant as specified in its
-charter)", a name followed by its exchange ticker ("Ulta Beauty, Inc. (NASDAQ: ULTA)"), a
+charter)", a name followed by its exchange ticker ("Globex Holdings, Inc. (NYSE: GBX)"), a
 headline that reports or announces results, a cover line that is a company name with its legal
-suffix ("3M COMPANY"); the form ("FORM 10-K"), the period ("For the fiscal year ended
+suffix ("ACME WIDGETS COMPANY"); the form ("FORM 10-K"), the period ("For the fiscal year ended
 December 31, 2022", "Fourth Quarter and Full Year 2022"). Nothing is keyed on a file name:
 the file name is one more, separate, identity field.
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, Field
 
@@ -29,7 +29,7 @@ from pydantic import BaseModel, Field
 IDENTITY_PAGES = 3
 #: Longest name kept (characters): a longer "name" is a sentence.
 MAX_NAME_CHARS = 80
-#: Legal-form words a name is known without ("Best Buy" for "BEST BUY CO., INC.").
+#: Legal-form words a name is known without ("Acme Widgets" for "ACME WIDGETS CO., INC.").
 LEGAL_SUFFIXES = frozenset(
     {
         "inc", "incorporated", "corp", "corporation", "co", "company", "companies", "ltd",
@@ -113,6 +113,13 @@ class DocumentIdentity(BaseModel):
 def clean_line(line: str) -> str:
     """One line with its whitespace (no-break spaces included) folded and trimmed."""
     return _SPACES.sub(" ", unicodedata.normalize("NFKC", line)).strip()
+
+
+def first_pages(texts: Mapping[int, str]) -> list[str]:
+    """The texts of pages 1 to :data:`IDENTITY_PAGES` of ``texts`` (page number -> text, as
+    :func:`pagesight.ingestion.domains.element_page_texts` and ``chunk_page_texts`` build
+    them), '' for a page with none."""
+    return [texts.get(n, "") for n in range(1, IDENTITY_PAGES + 1)]
 
 
 def identity_of(

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from pagesight.core.errors import ErrorCode, PageSightError, Stage
-from pagesight.core.identity import IDENTITY_PAGES, identity_of
+from pagesight.core.identity import first_pages, identity_of
 from pagesight.core.ids import check_doc_id, file_version, make_doc_id, point_id
 from pagesight.core.protocols import (
     CatalogRepository,
@@ -55,6 +55,7 @@ from pagesight.index.vectors import (
     SPARSE_VECTOR,
 )
 from pagesight.ingestion.chunk import Chunker
+from pagesight.ingestion.domains import element_page_texts
 from pagesight.ingestion.isolation import parse_isolated
 from pagesight.ingestion.pipeline import SourceInfo
 from pagesight.ingestion.render import PageImageStore
@@ -179,7 +180,9 @@ def with_structure(parsed: ParsedDocument) -> DocumentStructure:
     them too."""
     structure = build_structure(parsed)
     structure.identity = identity_of(
-        first_page_texts(parsed), parsed.document.title, parsed.document.source_name
+        first_pages(element_page_texts(parsed.elements)),
+        parsed.document.title,
+        parsed.document.source_name,
     )
     labels = {p.page_number: p for p in structure.pages if p.label}
     for page in parsed.pages:
@@ -188,16 +191,6 @@ def with_structure(parsed: ParsedDocument) -> DocumentStructure:
             page.label = found.label
     parsed.document.structure_version = STRUCTURE_VERSION
     return structure
-
-
-def first_page_texts(parsed: ParsedDocument) -> list[str]:
-    """The text of the document's first pages (its elements in reading order), which its
-    identity is read from (:func:`pagesight.core.identity.identity_of`)."""
-    texts: dict[int, list[str]] = {}
-    for element in parsed.elements:
-        if element.page_number <= IDENTITY_PAGES and element.text:
-            texts.setdefault(element.page_number, []).append(element.text)
-    return ["\n".join(texts.get(n, [])) for n in range(1, IDENTITY_PAGES + 1)]
 
 
 def display_name(job: IngestJob) -> str:

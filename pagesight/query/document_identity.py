@@ -6,17 +6,18 @@ year, quarter and kind of report it asks about (issue 34).
 query is matched by looking its words up, whatever the number of documents. What counts as a
 mention, and why:
 
-- **a name, whole** ("PepsiCo", "Best Buy", "American Express"): its identifying words, in
+- **a name, whole** ("Globex", "Acme Widgets", "American Express"): its identifying words, in
   order, without the legal form;
-- **the start of a longer name** ("MGM" for "MGM Resorts International", "Ulta" for "Ulta
-  Beauty"), only when that word is capitalised in the query and is not a common word of names
-  ("American", "General", "National": :data:`~pagesight.core.identity.COMMON_NAME_WORDS`), so
-  that "American workers" names no company;
-- **a ticker or a short form** (ticker "JNJ" read on the page; "J&J"/"JnJ" of a name with "&";
+- **the start of a longer name** ("Initech" for "Initech Software International", "Acme"
+  for "Acme Widgets"), only when that word is capitalised in the query and is not a common
+  word of names ("American", "General", "National":
+  :data:`~pagesight.core.identity.COMMON_NAME_WORDS`), so that "American workers" names no
+  company;
+- **a ticker or a short form** (ticker "GBX" read on the page; "J&J"/"JnJ" of a name with "&";
   "AmEx" of a two-word name; the initials of a longer one), only as a word written with at
   least two capitals, so that an ordinary lower-case word never matches one;
 - **three words of its title** in a row, or its whole title when shorter;
-- **its file name**, or a distinctive word of it ("pepsico" in ``PEPSICO_2022_10K.pdf``), also
+- **its file name**, or a distinctive word of it ("globex" in ``GLOBEX_2022_10K.pdf``), also
   written as two or three words ("American Express"): users' files often have such names.
 
 A year, a quarter or a form in the query ("FY2022", "Q4", "10-K") weighs the documents a name

@@ -1,4 +1,4 @@
-"""The ``document`` route: a query that names its document ("PepsiCo's FY2022 capex", "JnJ's
+"""The ``document`` route: a query that names its document ("Globex's FY2022 capex", "J&J's
 US sales", "the 2022 annual report") is steered to it (issue 34).
 
 Over a corpus, finding the document costs more than finding the page: a question about one
@@ -11,7 +11,7 @@ company's cash flow statement matches every filing's. When the query names docum
   (:attr:`~pagesight.query.routes.Leading.documents`), and hands them to the reference route
   (:attr:`~pagesight.query.routes.RouteContext.named_documents`), which then resolves "page
   17" or "Note 7" in them only;
-- lists what it recognised in the trace (``doc:<id> name 'PepsiCo, Inc.'``).
+- lists what it recognised in the trace (``doc:<id> name 'Globex, Inc.'``).
 
 A query that names no document costs one dictionary look-up per word. Matches are checked
 against the caller's access exactly as search is: a document the caller may not see is never

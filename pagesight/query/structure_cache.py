@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from pagesight.core.identity import IDENTITY_PAGES, DocumentIdentity, identity_of
+from pagesight.core.identity import DocumentIdentity, first_pages, identity_of
 from pagesight.core.protocols import CatalogRepository, StructureSource
 from pagesight.core.types import AccessFilter, Document, DocumentStructure, StructuralReference
 from pagesight.index.base import VectorStore
@@ -337,24 +337,18 @@ class CachedStructures:
         return identity
 
     def _identity_from_index(self, document: Document) -> DocumentIdentity | None:
-        """The identity of a document stored before identities were kept, read from the text
-        of its first pages' chunks (the same text ingestion reads it from)."""
+        """The identity of a document stored before identities were kept, read from its
+        first pages' text as its stored chunks hold it (``chunk_page_texts``, as the domain
+        packs read an older index)."""
         if self.index is None:
             return None
-        texts: dict[int, list[str]] = {}
-        for point in self.index.points_of_document(
-            document.tenant, document.doc_id, fields=["text", "page_numbers", "unit"]
-        ):
-            if point.payload.get("unit") == "table_row":
-                continue
-            pages = point.payload.get("page_numbers") or []
-            if pages and min(pages) <= IDENTITY_PAGES:
-                texts.setdefault(int(min(pages)), []).append(str(point.payload.get("text", "")))
-        return identity_of(
-            ["\n".join(texts.get(n, [])) for n in range(1, IDENTITY_PAGES + 1)],
-            document.title,
-            document.source_name,
+        points = self.index.points_of_document(
+            document.tenant,
+            document.doc_id,
+            fields=["page_numbers", "text", "spans", "unit", "seq", "section_path"],
         )
+        texts = chunk_page_texts(p.payload for p in points)
+        return identity_of(first_pages(texts), document.title, document.source_name)
 
     # -- freshness -----------------------------------------------------------------------------
 
