@@ -147,7 +147,7 @@ bench-maxsim: setup
 	env -u OMP_NUM_THREADS $(BIN)/python bench/bench_maxsim.py --out var/bench/maxsim.json
 
 bench-gateway: setup
-	$(BIN)/python bench/bench_gateway.py --query-replicas 2 --out var/bench/gateway.json
+	$(BIN)/python bench/bench_gateway.py --index-placement colocated --query-replicas 2 --out var/bench/gateway.json
 
 bench-embed: setup
 	$(BIN)/python -m bench.bench_embed --device cpu --out var/bench/embed_cpu.json

@@ -43,6 +43,16 @@ class IndexOptions(BaseModel):
             "(pagesight.index.schema.PAGE_LAYOUTS, README 'Compact page layouts')"
         ),
     )
+    payload_cache_points: int = Field(
+        default=50_000,
+        ge=0,
+        le=10_000_000,
+        description=(
+            "embedded index: search candidates' payloads kept in memory per open version "
+            "(~1 KB each; dropped on every write; 0 = off). Reading them from the engine was "
+            "a fifth of a text search (pagesight.index.payload_cache)"
+        ),
+    )
     qdrant_timeout_s: int = Field(default=30, ge=1)
     qdrant_prefer_grpc: bool = False
     alias_check_s: float = Field(

@@ -341,6 +341,7 @@ def serve(
             timeout_s=settings.serve.start_timeout_s,
             address=settings.serve.ray_address,
             proxy_location=settings.serve.proxy_location,
+            ingress=settings.serve.resolved_ingress,
         )
         # SIGTERM (a container stop, systemd, kill) takes the path Ctrl-C does: Serve and the
         # Ray this process started are shut down, its agents included. Set after Ray started:

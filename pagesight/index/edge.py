@@ -48,6 +48,7 @@ from pagesight.index.base import (
     TwoStage,
     VectorStore,
 )
+from pagesight.index.payload_cache import PayloadCache
 
 SCHEMA_FILE = "schema.json"
 #: Vector bytes written since the last seal, saved on flush and close: a batch job that opens
@@ -212,6 +213,7 @@ class EdgeVectorStore(VectorStore):
         upsert_batch: int = 256,
         scroll_page: int = 1024,
         segment_mb: int = DEFAULT_SEGMENT_MB,
+        payload_cache_points: int = 0,
     ) -> None:
         super().__init__(schema, upsert_batch=upsert_batch, scroll_page=scroll_page)
         if segment_mb < 1:
@@ -226,6 +228,9 @@ class EdgeVectorStore(VectorStore):
         # Vector bytes upserted since the last seal (UNSEALED_FILE carries it across opens).
         saved = _read_json(path / UNSEALED_FILE) or {}
         self._unsealed_bytes = int(saved.get("bytes", 0))
+        # This store is the shard's only writer (the lock above), so it can keep what searches
+        # read of the candidates' payloads and drop it on its own writes.
+        self._payloads = PayloadCache(payload_cache_points)
 
     @classmethod
     def create(
@@ -236,6 +241,7 @@ class EdgeVectorStore(VectorStore):
         upsert_batch: int = 256,
         scroll_page: int = 1024,
         segment_mb: int = DEFAULT_SEGMENT_MB,
+        payload_cache_points: int = 0,
     ) -> EdgeVectorStore:
         """Create a new, empty index in ``path`` (which must not exist or be empty).
 
@@ -282,6 +288,7 @@ class EdgeVectorStore(VectorStore):
             upsert_batch=upsert_batch,
             scroll_page=scroll_page,
             segment_mb=segment_mb,
+            payload_cache_points=payload_cache_points,
         )
 
     @classmethod
@@ -293,6 +300,7 @@ class EdgeVectorStore(VectorStore):
         upsert_batch: int = 256,
         scroll_page: int = 1024,
         segment_mb: int = DEFAULT_SEGMENT_MB,
+        payload_cache_points: int = 0,
     ) -> EdgeVectorStore:
         """Open the index in ``path`` (symlinks resolved, so a later alias swap cannot move it).
 
@@ -330,6 +338,7 @@ class EdgeVectorStore(VectorStore):
             upsert_batch=upsert_batch,
             scroll_page=scroll_page,
             segment_mb=segment_mb,
+            payload_cache_points=payload_cache_points,
         )
         # The memory-mapped full rows are not read by the load; streaming them into the page
         # cache now turns the first queries' disk reads (4 KiB faults) into memory hits.
@@ -395,6 +404,7 @@ class EdgeVectorStore(VectorStore):
                 vectors[name] = qe.SparseVector(list(sparse.indices), list(sparse.values))
             records.append(qe.Point(point.id, vectors, point.payload))
         self._shard.update(qe.UpdateOperation.upsert_points(records))
+        self._payloads.invalidate()
         if self._seal_bytes is None:
             return
         # The engine scans one segment on one core: a 10k-page index in one segment took
@@ -420,6 +430,7 @@ class EdgeVectorStore(VectorStore):
         if flt is None:  # never "delete everything" by accident
             raise ValueError("refusing to delete with an empty selection")
         self._shard.update(qe.UpdateOperation.delete_points_by_filter(flt))
+        self._payloads.invalidate()
 
     def _search(
         self,
@@ -434,6 +445,8 @@ class EdgeVectorStore(VectorStore):
             if isinstance(query, SparseVector)
             else query
         )
+        if fields is not None and self._payloads.enabled:
+            return self._search_cached(name, vector, selection, limit, tuple(fields))
         hits = self._shard.query(
             qe.QueryRequest(
                 limit=limit,
@@ -446,6 +459,43 @@ class EdgeVectorStore(VectorStore):
         return [
             ScoredPoint(id=str(hit.id), score=float(hit.score), payload=hit.payload or {})
             for hit in hits
+        ]
+
+    def _search_cached(
+        self,
+        name: str,
+        vector: Any,
+        selection: Selection,
+        limit: int,
+        fields: tuple[str, ...],
+    ) -> list[ScoredPoint]:
+        """The search without payloads, then the payloads from :class:`PayloadCache` and, for
+        the points it lacks, one ``retrieve`` (a point deleted in between is left out)."""
+        generation = self._payloads.generation
+        hits = self._shard.query(
+            qe.QueryRequest(
+                limit=limit,
+                query=qe.Query.Nearest(vector, using=name),
+                filter=edge_filter(selection),
+                with_payload=False,
+                with_vector=False,
+            )
+        )
+        ids = [str(hit.id) for hit in hits]
+        payloads, missing = self._payloads.get_many(ids, fields)
+        if missing:
+            records = self._shard.retrieve(
+                [hits[i].id for i in missing],
+                with_payload=qe.PayloadSelector.Include(list(fields)),
+                with_vector=False,
+            )
+            read = [(str(record.id), record.payload or {}) for record in records]
+            self._payloads.put_many(generation, fields, read)
+            payloads.update(read)
+        return [
+            ScoredPoint(id=point_id, score=float(hit.score), payload=payloads[point_id])
+            for point_id, hit in zip(ids, hits, strict=True)
+            if point_id in payloads
         ]
 
     def _search_two_stage(

@@ -245,10 +245,12 @@ class EdgeCollectionManager(CollectionManager):
         upsert_batch: int = 256,
         segment_mb: int = DEFAULT_SEGMENT_MB,
         page_layout: str | None = None,
+        payload_cache_points: int = 0,
     ) -> None:
         super().__init__(upsert_batch=upsert_batch, page_layout=page_layout)
         self.root = Path(root)
         self.segment_mb = segment_mb
+        self.payload_cache_points = payload_cache_points
 
     def versions(self, name: str) -> list[str]:
         if not self.root.is_dir():
@@ -286,6 +288,7 @@ class EdgeCollectionManager(CollectionManager):
             self.laid_out(schema),
             upsert_batch=self.upsert_batch,
             segment_mb=self.segment_mb,
+            payload_cache_points=self.payload_cache_points,
         )
 
     def _create(self, name: str, version_id: str, schema: IndexSchema) -> VectorStore:
@@ -294,6 +297,7 @@ class EdgeCollectionManager(CollectionManager):
             schema,
             upsert_batch=self.upsert_batch,
             segment_mb=self.segment_mb,
+            payload_cache_points=self.payload_cache_points,
         )
 
     def _check_promotable(self, name: str, version_id: str) -> None:
@@ -464,6 +468,7 @@ def collection_manager(settings: Settings) -> CollectionManager:
         upsert_batch=settings.index.upsert_batch,
         segment_mb=settings.index.segment_mb,
         page_layout=settings.index.page_layout,
+        payload_cache_points=settings.index.payload_cache_points,
     )
 
 

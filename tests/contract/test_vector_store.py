@@ -493,6 +493,30 @@ class VectorStoreContract:
         assert store.count() == 5
         assert store.retrieve([points[0].id])[points[0].id]["text"] == "new"
 
+    def test_candidate_fields_follow_every_write(self, store: VectorStore) -> None:
+        """What a search returns of the payload is what the last write stored, however often
+        the same points were searched before (the embedded store keeps candidates' payloads
+        in memory: pagesight.index.payload_cache)."""
+        rng = np.random.default_rng(12)
+        points = [make_point(f"c{i}", dense=unit(rng), title="old") for i in range(6)]
+        store.upsert(points)
+        query = points[0].dense["text"]
+        acme = AccessFilter(tenant="acme")
+        fields = ("chunk_id", "title")
+        for _ in range(2):
+            hits = store.query_dense("text", query, acme, 6, fields)
+            assert {h.payload["title"] for h in hits} == {"old"}
+            assert set(hits[0].payload) <= set(fields)
+        hits[0].payload["title"] = "edited by a caller"
+        assert store.query_dense("text", query, acme, 1, fields)[0].payload["title"] == "old"
+        store.upsert(
+            [points[0].model_copy(update={"payload": {**points[0].payload, "title": "new"}})]
+        )
+        hits = store.query_dense("text", query, acme, 6, fields)
+        assert hits[0].id == points[0].id and hits[0].payload["title"] == "new"
+        store.delete_document("acme", "doc-1")
+        assert store.query_dense("text", query, acme, 6, fields) == []
+
     def test_delete_document_keeps_only_the_named_version(self, store: VectorStore) -> None:
         rng = np.random.default_rng(3)
         old = [make_point(f"c{i}", version="v1", dense=unit(rng)) for i in range(4)]
@@ -690,12 +714,28 @@ class VectorStoreContract:
         self.reopen(tmp_path, SCHEMA).close()
 
 
-class TestEdgeVectorStore(VectorStoreContract):
+class TestEdgeVectorStoreUncached(VectorStoreContract):
+    """The embedded store with its payload cache off (``index.payload_cache_points: 0``)."""
+
     def create(self, root: Path, schema: IndexSchema) -> VectorStore:
         return EdgeVectorStore.create(root / "index", schema, scroll_page=SCROLL_PAGE)
 
     def reopen(self, root: Path, schema: IndexSchema | None) -> VectorStore:
         return EdgeVectorStore.open(root / "index", schema, scroll_page=SCROLL_PAGE)
+
+
+class TestEdgeVectorStore(VectorStoreContract):
+    """The embedded store as the service opens it: candidates' payloads cached."""
+
+    def create(self, root: Path, schema: IndexSchema) -> VectorStore:
+        return EdgeVectorStore.create(
+            root / "index", schema, scroll_page=SCROLL_PAGE, payload_cache_points=64
+        )
+
+    def reopen(self, root: Path, schema: IndexSchema | None) -> VectorStore:
+        return EdgeVectorStore.open(
+            root / "index", schema, scroll_page=SCROLL_PAGE, payload_cache_points=64
+        )
 
     def test_second_open_in_this_process_is_refused(self, store: VectorStore) -> None:
         assert isinstance(store, EdgeVectorStore)

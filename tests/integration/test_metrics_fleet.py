@@ -88,7 +88,7 @@ def two_query_replicas(config: dict[str, Any]) -> dict[str, Any]:
     """local.yaml with the read path in a Query deployment of two replicas, every CPU share cut
     so that the six fit the two CPUs Ray is given."""
     args = config["applications"][0]["args"]
-    args |= {"read_path": "query"}
+    args |= {"read_path": "query", "index_placement": "separate"}
     args["gateway"] |= {"num_cpus": 0.2}
     args["index"] |= {"num_cpus": 0.4}
     args["parser"] |= {"num_cpus": 0.3}

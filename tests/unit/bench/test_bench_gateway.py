@@ -11,12 +11,14 @@ import shlex
 from pathlib import Path
 
 import pytest
+import yaml
 
 from bench import bench_gateway
 from pagesight.entrypoints.serve_app import AppArgs
 from pagesight.gateway.auth import new_key
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
+LOCAL_CONFIG = REPO_ROOT / "pagesight" / "entrypoints" / "serve" / "local.yaml"
 
 
 def _make_target_argv() -> list[str]:
@@ -40,7 +42,9 @@ def test_make_target_arguments_build_app_args(tmp_path: Path) -> None:
     argv = _make_target_argv()
     assert "--out" in argv
     built = _app_args(argv, tmp_path)
-    assert built.index_placement == AppArgs().index_placement
+    # it measures the one-machine profile `pagesight serve` runs
+    local = yaml.safe_load(LOCAL_CONFIG.read_text())["applications"][0]["args"]
+    assert built.index_placement == local["index_placement"]
     assert built.gateway.replicas == 1
     assert built.resolved_settings().gateway.api_keys[0].key_id == "bench"
     # what the Serve config round trip (build_app(dict)) would validate again
@@ -70,12 +74,12 @@ def test_query_replica_runs_build_the_cluster_read_path(tmp_path: Path) -> None:
         record,
         args.clients,
         args.gateway_replicas,
-        args.index_placement,
+        bench_gateway.QUERY_PLACEMENT,
         query_replicas=args.query_replicas,
         database_url="postgresql://bench@127.0.0.1:5432/bench",
     )
     assert (built.read_path, built.query.replicas) == ("query", 2)
     with pytest.raises(ValueError, match="needs PAGESIGHT_DATABASE_URL"):
         bench_gateway.app_args(
-            tmp_path / "data", record, 16, 1, args.index_placement, query_replicas=2
+            tmp_path / "data", record, 16, 1, bench_gateway.QUERY_PLACEMENT, query_replicas=2
         )

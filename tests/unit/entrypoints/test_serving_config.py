@@ -14,6 +14,7 @@ from pagesight.core.errors import ErrorCode, PageSightError
 from pagesight.core.keys_file import load_records, save_records
 from pagesight.core.links import page_image_url
 from pagesight.core.settings import ApiKeyRecord, Settings
+from pagesight.core.settings_serving import ServeOptions
 from pagesight.core.tracing import JsonLogFormatter, current_trace_id
 from pagesight.entrypoints.serve_app import (
     QUERY_METHODS,
@@ -21,6 +22,7 @@ from pagesight.entrypoints.serve_app import (
     Autoscaling,
     DeploymentResources,
     _options,
+    direct_ingress_environment,
     handle_for,
 )
 from pagesight.gateway.auth import KeyRing, new_key
@@ -49,6 +51,34 @@ def test_local_defaults_fit_two_cores() -> None:
         for r in (args.gateway, args.index, args.parser, args.text_embedder, args.page_embedder)
     )
     assert total <= 2.0
+
+
+def test_the_local_profile_fits_two_cores_with_the_index_in_the_gateway() -> None:
+    local = next(p for p in CONFIGS if p.name == "local.yaml")
+    args = AppArgs.model_validate(yaml.safe_load(local.read_text())["applications"][0]["args"])
+    assert args.index_placement == "colocated"  # the index deployment is not started
+    deployed = (args.gateway, args.parser, args.text_embedder, args.page_embedder)
+    assert sum(r.num_cpus * r.replicas for r in deployed) <= 2.0
+    assert args.most_gateway_replicas == 1
+
+
+def test_ingress_is_direct_only_where_pagesight_serve_starts_ray() -> None:
+    assert ServeOptions().resolved_ingress == "direct"
+    assert ServeOptions(ray_address="10.0.0.5:6379").resolved_ingress == "proxy"
+    assert ServeOptions(ingress="proxy").resolved_ingress == "proxy"
+    with pytest.raises(ValueError, match="needs the Ray"):
+        ServeOptions(ingress="direct", ray_address="auto")
+
+
+def test_direct_ingress_gives_each_gateway_replica_a_port_from_the_first() -> None:
+    env = direct_ingress_environment(8000, 3)
+    assert env["RAY_SERVE_ENABLE_DIRECT_INGRESS"] == "1"
+    # Serve's allocator hands out range(min, max): 8000, 8001, 8002
+    assert (
+        env["RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT"],
+        env["RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT"],
+    ) == ("8000", "8003")
+    assert float(env["RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S"]) <= 1
 
 
 def test_keys_authenticate_by_hash_only(tmp_path: Path) -> None:
