@@ -19,7 +19,7 @@ import threading
 import time
 from pathlib import Path
 
-from pagesight.core.errors import PageSightError
+from pagesight.core.errors import ErrorCode, PageSightError
 from pagesight.core.settings import Settings
 from pagesight.core.types import IngestJob, JobState, JobStatus
 from pagesight.ingestion.claims import claimed_job, new_worker_id, release_dead_local_claims
@@ -57,6 +57,8 @@ class IngestWorker:
         self._thread: threading.Thread | None = None
         #: passwords of queued jobs, in memory only until the worker takes them
         self._passwords: dict[str, str] = {}
+        #: the database is down: said once when that starts and once when it ends
+        self._database_down = False
 
     # -- life cycle --------------------------------------------------------------------------
 
@@ -123,12 +125,29 @@ class IngestWorker:
                     return
                 while self._run_job(job_id) and job_id is None:
                     pass  # polled one: poll again right away, the queue may be long
+                self._database_back()
+            except PageSightError as exc:
+                if exc.code != ErrorCode.DATABASE_UNAVAILABLE:
+                    log.exception("ingest worker failed on job %s", job_id)
+                elif not self._database_down:  # an outage: one line, not one per poll
+                    self._database_down = True
+                    log.warning(
+                        "ingest worker paused: the database is unavailable; polling again "
+                        "every %s s (queued jobs stay queued in the database)",
+                        poll_s,
+                        extra={"job_id": job_id, "error_code": exc.code.value},
+                    )
             except Exception:  # the worker must outlive any one job
                 log.exception("ingest worker failed on job %s", job_id)
             finally:
                 if job_id is not None:
                     self._queue.task_done()
                 self.metrics.queue_depth.set(self._queue.qsize())
+
+    def _database_back(self) -> None:
+        if self._database_down:
+            self._database_down = False
+            log.info("ingest worker resumed: the database answers again")
 
     def _run_job(self, job_id: str | None) -> bool:
         """Claim ``job_id`` (None: the oldest claimable job) and run it; False when there was
