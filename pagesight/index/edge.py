@@ -445,42 +445,35 @@ class EdgeVectorStore(VectorStore):
             if isinstance(query, SparseVector)
             else query
         )
-        if fields is not None and self._payloads.enabled:
-            return self._search_cached(name, vector, selection, limit, tuple(fields))
+        # With the cache, the query reads no payload: the cache has it, or one retrieve does.
+        cached = tuple(fields) if fields is not None and self._payloads.enabled else None
+        generation = self._payloads.generation
+        with_payload: bool | qe.PayloadSelector = True
+        if cached is not None:
+            with_payload = False
+        elif fields is not None:
+            with_payload = qe.PayloadSelector.Include(list(fields))
         hits = self._shard.query(
             qe.QueryRequest(
                 limit=limit,
                 query=qe.Query.Nearest(vector, using=name),
                 filter=edge_filter(selection),
-                with_payload=True if fields is None else qe.PayloadSelector.Include(list(fields)),
+                with_payload=with_payload,
                 with_vector=False,
             )
         )
+        if cached is not None:
+            return self._with_cached_payloads(hits, cached, generation)
         return [
             ScoredPoint(id=str(hit.id), score=float(hit.score), payload=hit.payload or {})
             for hit in hits
         ]
 
-    def _search_cached(
-        self,
-        name: str,
-        vector: Any,
-        selection: Selection,
-        limit: int,
-        fields: tuple[str, ...],
+    def _with_cached_payloads(
+        self, hits: list[Any], fields: tuple[str, ...], generation: int
     ) -> list[ScoredPoint]:
-        """The search without payloads, then the payloads from :class:`PayloadCache` and, for
-        the points it lacks, one ``retrieve`` (a point deleted in between is left out)."""
-        generation = self._payloads.generation
-        hits = self._shard.query(
-            qe.QueryRequest(
-                limit=limit,
-                query=qe.Query.Nearest(vector, using=name),
-                filter=edge_filter(selection),
-                with_payload=False,
-                with_vector=False,
-            )
-        )
+        """``hits`` with their ``fields`` from :class:`PayloadCache` and, for the points it
+        lacks, one ``retrieve`` (a point deleted since the query is left out)."""
         ids = [str(hit.id) for hit in hits]
         payloads, missing = self._payloads.get_many(ids, fields)
         if missing:
