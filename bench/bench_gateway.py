@@ -33,7 +33,6 @@ import asyncio
 import json
 import os
 import platform
-import socket
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -204,20 +203,6 @@ def placements() -> tuple[list[str], str]:
     return [str(v) for v in get_args(field.annotation)], str(field.default)
 
 
-def free_port(first: int = 30000, last: int = 31000) -> int:
-    """A port free now, from the range Serve's direct ingress uses by default: an ephemeral
-    one (bind to port 0) may be taken by one of Ray's own connections before the gateway
-    binds it, which made a replica fail to start."""
-    for port in range(first, last):
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise SystemExit(f"no free port in {first}-{last}")
-
-
 def run_served(  # noqa: PLR0913  # one served run's whole configuration
     data_dir: Path,
     questions: list[str],
@@ -231,6 +216,7 @@ def run_served(  # noqa: PLR0913  # one served run's whole configuration
 ) -> dict[str, Any]:
     from pagesight.entrypoints.serve_app import run_local, shutdown_local
     from pagesight.gateway.auth import new_key
+    from tests.asgi_server import free_port
 
     key, record = new_key("bench", TENANT)
     port = free_port()

@@ -27,7 +27,6 @@ import json
 import os
 import queue
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tests.asgi_server import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "pagesight.entrypoints.cli"]
@@ -203,12 +204,6 @@ def alive(pids: Iterable[int]) -> list[int]:
         if state != "Z":
             running.append(pid)
     return running
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def base_env(data_dir: Path, **extra: str) -> dict[str, str]:
