@@ -49,6 +49,17 @@ QUERY = "pump station inspection"
 ADMIN_ACCESS = AccessFilter(tenant="default")
 
 
+@contextlib.contextmanager
+def _moved_away(path: Path) -> Iterator[None]:
+    """``path`` renamed out of reindex's way (its source is gone) until the block ends."""
+    hidden = path.with_name(f".{path.name}.hidden")
+    path.rename(hidden)
+    try:
+        yield
+    finally:
+        hidden.rename(path)
+
+
 def _settings(data_dir: Path, **update: object) -> Settings:
     settings = Settings(
         data_dir=data_dir,
@@ -206,9 +217,7 @@ def test_missing_source_refuses_and_allow_missing_leaves_it_out(
     settings = _settings(data_dir)
     before, versions = _live(settings), _versions(settings)
     gone = docs / "chart.pdf"
-    hidden = gone.with_name(".chart.pdf.hidden")
-    gone.rename(hidden)
-    try:
+    with _moved_away(gone):
         report = run_reindex(settings)
         assert not report.promoted and report.refused is not None
         assert report.refused.code.value == "NOT_FOUND"
@@ -232,8 +241,6 @@ def test_missing_source_refuses_and_allow_missing_leaves_it_out(
         with LocalStack(settings) as stack:
             assert len(stack.catalog.pages("default", left_out.doc_id)) == 1
             assert {h.doc_id for h in stack.search(CHART_QUERY, only).hits} == {left_out.doc_id}
-    finally:
-        hidden.rename(gone)
 
 
 #: Words of chart.pdf's caption ("Figure 1: Revenue by region in fiscal 2024"): a reference
@@ -267,9 +274,7 @@ def test_a_left_out_document_is_missing_until_its_file_is_ingested_again(
     docs, _ = corpus
     settings = _settings(data_dir)
     chart = docs / "chart.pdf"
-    hidden = chart.with_name(".chart.pdf.hidden")
-    chart.rename(hidden)
-    try:
+    with _moved_away(chart):
         report = run_reindex(settings, allow_missing=True)
         assert report.promoted, report.as_dict()
         (left_out,) = report.left_out
@@ -306,8 +311,6 @@ def test_a_left_out_document_is_missing_until_its_file_is_ingested_again(
         assert again.refused is None and again.promoted, again.as_dict()
         assert [(m.doc_id, m.already_missing) for m in again.left_out] == [(doc_id, True)]
         assert _states(data_dir)[doc_id] == "MISSING"
-    finally:
-        hidden.rename(chart)
 
     with LocalStack(settings) as stack:
         (job,) = stack.ingestor.ingest([stack.request(chart)])
@@ -326,12 +329,8 @@ def test_delete_removes_a_missing_document(corpus: tuple[Path, Path], data_dir: 
     docs, _ = corpus
     settings = _settings(data_dir)
     gone = docs / "memo.pdf"
-    hidden = gone.with_name(".memo.pdf.hidden")
-    gone.rename(hidden)
-    try:
+    with _moved_away(gone):
         report = run_reindex(settings, allow_missing=True)
-    finally:
-        hidden.rename(gone)
     assert report.promoted, report.as_dict()
     (left_out,) = report.left_out
     assert _states(data_dir)[left_out.doc_id] == "MISSING"
@@ -403,12 +402,8 @@ def test_missing_ready_and_rollback_on_postgresql(tmp_path: Path, postgres_url: 
     assert [j.state for j in jobs] == [JobState.READY] * 2, [j.error_message for j in jobs]
     (doc_id,) = [j.doc_id for j in jobs if j.source_uri == chart.as_uri()]
     only = AccessFilter(tenant="default", doc_ids=[doc_id])
-    hidden = chart.with_name(".chart.pdf.hidden")
-    chart.rename(hidden)
-    try:
+    with _moved_away(chart):
         report = run_reindex(settings, allow_missing=True)
-    finally:
-        hidden.rename(chart)
     assert report.promoted and [m.doc_id for m in report.left_out] == [doc_id]
     with LocalStack(settings) as stack:
         assert stack.catalog.document_states("default", [doc_id]) == {doc_id: "MISSING"}
