@@ -61,6 +61,10 @@ def element_page_texts(elements: Iterable[Element], pages: Iterable[Page] = ()) 
     return {page: "\n".join(texts) for page, texts in found.items()}
 
 
+#: The payload fields :func:`chunk_page_texts` reads (what a caller asks the index for).
+CHUNK_PAGE_TEXT_FIELDS = ("page_numbers", "text", "spans", "unit", "seq", "section_path")
+
+
 def chunk_page_texts(
     payloads: Iterable[Mapping[str, Any]], pages: Iterable[Page] = ()
 ) -> dict[int, str]:

@@ -40,15 +40,19 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from pagesight.core.identity import DocumentIdentity, first_pages, identity_of
 from pagesight.core.protocols import CatalogRepository, StructureSource
 from pagesight.core.types import AccessFilter, Document, DocumentStructure, StructuralReference
 from pagesight.index.base import VectorStore
-from pagesight.ingestion.domains import chunk_page_texts, detect_domains
+from pagesight.ingestion.domains import (
+    CHUNK_PAGE_TEXT_FIELDS,
+    chunk_page_texts,
+    detect_domains,
+)
 from pagesight.models.text import tokenize
 from pagesight.query import domains
 from pagesight.query.document_identity import IdentityIndex
@@ -247,13 +251,8 @@ class CachedStructures:
         document version, so that no re-parse is needed; with no index, from the titles."""
         if structure.domains is not None or self.index is None:
             return domains.marks_of(structure)
-        points = self.index.points_of_document(
-            document.tenant,
-            document.doc_id,
-            fields=["page_numbers", "text", "spans", "unit", "seq", "section_path"],
-        )
         texts = chunk_page_texts(
-            (p.payload for p in points), self.catalog.pages(document.tenant, document.doc_id)
+            self._stored_chunks(document), self.catalog.pages(document.tenant, document.doc_id)
         )
         return structure.model_copy(update={"domains": detect_domains(texts, structure.sections)})
 
@@ -342,13 +341,16 @@ class CachedStructures:
         packs read an older index)."""
         if self.index is None:
             return None
-        points = self.index.points_of_document(
-            document.tenant,
-            document.doc_id,
-            fields=["page_numbers", "text", "spans", "unit", "seq", "section_path"],
-        )
-        texts = chunk_page_texts(p.payload for p in points)
+        texts = chunk_page_texts(self._stored_chunks(document))
         return identity_of(first_pages(texts), document.title, document.source_name)
+
+    def _stored_chunks(self, document: Document) -> Iterator[dict[str, Any]]:
+        """What the index keeps of the document's chunks that tells their pages' text."""
+        assert self.index is not None  # the callers return earlier without one
+        points = self.index.points_of_document(
+            document.tenant, document.doc_id, fields=list(CHUNK_PAGE_TEXT_FIELDS)
+        )
+        return (p.payload for p in points)
 
     # -- freshness -----------------------------------------------------------------------------
 
