@@ -717,25 +717,30 @@ class VectorStoreContract:
 class TestEdgeVectorStoreUncached(VectorStoreContract):
     """The embedded store with its payload cache off (``index.payload_cache_points: 0``)."""
 
-    def create(self, root: Path, schema: IndexSchema) -> VectorStore:
-        return EdgeVectorStore.create(root / "index", schema, scroll_page=SCROLL_PAGE)
-
-    def reopen(self, root: Path, schema: IndexSchema | None) -> VectorStore:
-        return EdgeVectorStore.open(root / "index", schema, scroll_page=SCROLL_PAGE)
-
-
-class TestEdgeVectorStore(VectorStoreContract):
-    """The embedded store as the service opens it: candidates' payloads cached."""
+    payload_cache_points = 0
 
     def create(self, root: Path, schema: IndexSchema) -> VectorStore:
         return EdgeVectorStore.create(
-            root / "index", schema, scroll_page=SCROLL_PAGE, payload_cache_points=64
+            root / "index",
+            schema,
+            scroll_page=SCROLL_PAGE,
+            payload_cache_points=self.payload_cache_points,
         )
 
     def reopen(self, root: Path, schema: IndexSchema | None) -> VectorStore:
         return EdgeVectorStore.open(
-            root / "index", schema, scroll_page=SCROLL_PAGE, payload_cache_points=64
+            root / "index",
+            schema,
+            scroll_page=SCROLL_PAGE,
+            payload_cache_points=self.payload_cache_points,
         )
+
+
+class TestEdgeVectorStore(TestEdgeVectorStoreUncached):
+    """The embedded store as the service opens it: candidates' payloads cached; and what is
+    the embedded engine's own (locks, seals, optimize)."""
+
+    payload_cache_points = 64
 
     def test_second_open_in_this_process_is_refused(self, store: VectorStore) -> None:
         assert isinstance(store, EdgeVectorStore)
