@@ -137,6 +137,11 @@ class KeyRing:
                 by_digest[record.sha256] = record
         return by_digest
 
+    def refresh_due(self) -> bool:
+        """Whether :meth:`refresh` would look at the stores now (it may read files or the
+        database: an event loop runs it on a thread only then)."""
+        return time.monotonic() - self._checked >= self._reload_s
+
     def refresh(self, force: bool = False) -> None:
         """Re-read the stores if any changed since the last look."""
         now = time.monotonic()
@@ -164,8 +169,13 @@ class KeyRing:
         self.refresh()
         return len(self._by_digest)
 
-    def authenticate(self, authorization: str | None, api_key_header: str | None) -> Caller:
-        """``Authorization: Bearer <key>`` or ``X-API-Key: <key>``; anything else is a 401."""
+    def authenticate(
+        self, authorization: str | None, api_key_header: str | None, *, refresh: bool = True
+    ) -> Caller:
+        """``Authorization: Bearer <key>`` or ``X-API-Key: <key>``; anything else is a 401.
+
+        ``refresh=False``: the caller has just refreshed (or chose not to); nothing here then
+        blocks on a store."""
         key = api_key_header
         if authorization:
             scheme, _, value = authorization.partition(" ")
@@ -174,7 +184,8 @@ class KeyRing:
             key = value.strip()
         if not key:
             raise _unauthorized("an API key is required (Authorization: Bearer <key>)")
-        self.refresh()
+        if refresh:
+            self.refresh()
         digest = hash_key(key)
         # Look up by digest, then compare in constant time (the dict lookup alone leaks nothing
         # useful: digests of guesses are unrelated to the stored ones).

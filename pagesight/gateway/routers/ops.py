@@ -7,6 +7,7 @@ import logging
 
 from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
 
 from pagesight.api.models import Readiness
 from pagesight.gateway.dependencies import KeyRingDep, MetricsDep, ServiceDep
@@ -34,7 +35,8 @@ async def readyz(service: ServiceDep, keyring: KeyRingDep) -> JSONResponse:
             checks={"index_service": False},
             detail={"error": f"{type(exc).__name__}: {exc}"},
         )
-    ready.checks["api_keys_loaded"] = len(keyring) > 0
+    # len() may re-read the key stores (a file, the database): not on the event loop
+    ready.checks["api_keys_loaded"] = await run_in_threadpool(len, keyring) > 0
     ready.ready = ready.ready and ready.checks["api_keys_loaded"]
     return JSONResponse(ready.model_dump(), status_code=200 if ready.ready else 503)
 

@@ -17,11 +17,13 @@ from pagesight.core.settings import ApiKeyRecord, Settings
 from pagesight.core.settings_serving import ServeOptions
 from pagesight.core.tracing import JsonLogFormatter, current_trace_id
 from pagesight.entrypoints.serve_app import (
+    GATEWAY_REPLICA_ENV,
     QUERY_METHODS,
     AppArgs,
     Autoscaling,
     DeploymentResources,
     _options,
+    build_app,
     direct_ingress_environment,
     handle_for,
 )
@@ -184,6 +186,14 @@ def test_private_addresses_are_refused() -> None:
 def _cluster_args() -> AppArgs:
     document = yaml.safe_load((CONFIGS[0].parent / "gpu-cluster.yaml").read_text())
     return AppArgs.model_validate(document["applications"][0]["args"])
+
+
+@pytest.mark.parametrize("placement", ["colocated", "separate"])
+def test_the_gateway_runs_its_handlers_on_the_replicas_own_loop(placement: str) -> None:
+    gateway = build_app(AppArgs(index_placement=placement))._bound_deployment  # Serve's own
+    assert gateway.name == "Gateway"
+    assert gateway.ray_actor_options["runtime_env"]["env_vars"] == GATEWAY_REPLICA_ENV
+    assert GATEWAY_REPLICA_ENV == {"RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0"}
 
 
 def test_cluster_config_autoscales_the_read_path() -> None:
