@@ -144,11 +144,10 @@ class KeyRing:
 
     def refresh(self, force: bool = False) -> None:
         """Re-read the stores if any changed since the last look."""
-        now = time.monotonic()
-        if not force and now - self._checked < self._reload_s:
+        if not force and not self.refresh_due():
             return
         with self._lock:
-            self._checked = now
+            self._checked = time.monotonic()
             try:
                 stamps = [s.stamp() for s in self._stores]
                 if stamps == self._stamps:
