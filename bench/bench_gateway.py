@@ -229,10 +229,10 @@ def run_served(  # noqa: PLR0913  # one served run's whole configuration
 ) -> dict[str, Any]:
     from pagesight.entrypoints.serve_app import run_local, shutdown_local
     from pagesight.gateway.auth import new_key
-    from tests.asgi_server import free_port
+    from tests.asgi_server import free_ports
 
     key, record = new_key("bench", TENANT)
-    port = free_port()
+    port = free_ports(gateway_replicas + 1)  # the gateway replicas', then the proxy's
     args = app_args(
         data_dir, record, clients, gateway_replicas, placement, query_replicas, database_url
     )

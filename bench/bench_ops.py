@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.asgi_server import free_port
+from tests.asgi_server import free_port, free_ports
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "pagesight.entrypoints.cli"]
@@ -227,7 +227,7 @@ def measure_shutdown(ray: bool, start_timeout_s: float, tree_wait_s: float) -> d
             [*CLI, "keys", "new", "--tenant", "bench"], env=env, cwd=ROOT, check=True,
             capture_output=True, timeout=120,
         )  # fmt: skip
-        port = free_port()
+        port = free_ports(2)  # on Ray: the gateway replica's, then Serve's proxy's
         argv = [*CLI, "serve", "--json", "--port", str(port)] + ([] if ray else ["--no-ray"])
         watched = Watched(argv, env).start()
         assert watched.proc is not None

@@ -636,8 +636,11 @@ def direct_ingress_environment(port: int, replicas: int) -> dict[str, str]:
     """The environment that turns on Serve's direct ingress (Ray 2.60, experimental) for a
     Ray started with it: ``replicas`` gateway replicas listen on ``port`` … ``port + replicas
     - 1`` (its port range for HTTP), and a stopping replica drains for 1 s instead of 30 s (the
-    30 s are for an external load balancer to notice it; on one machine there is none). Serve
-    still starts a proxy on the head node; :func:`run_local` gives it ``port + replicas``.
+    30 s are for an external load balancer to notice it; on one machine there is none). A port
+    a replica released goes straight back to the pool: Serve would keep it out for 150 s (for
+    that same load balancer), and as the range holds one port per replica, a gateway replica
+    that died could not be replaced for that long. Serve still starts a proxy on the head
+    node; :func:`run_local` gives it ``port + replicas``.
 
     What it saves: Serve's HTTP proxy is a process of its own that parses each request and
     passes it to a gateway replica over Ray; here the replica's own uvicorn does both. On two
@@ -649,6 +652,7 @@ def direct_ingress_environment(port: int, replicas: int) -> dict[str, str]:
         "RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT": str(port),
         "RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT": str(port + replicas),
         "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S": "1",
+        "RAY_SERVE_PORT_QUARANTINE_S": "0",
     }
 
 

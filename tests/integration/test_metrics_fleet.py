@@ -40,7 +40,7 @@ from pagesight.core.types import JobState
 from pagesight.gateway.auth import new_key
 from pagesight.gateway.client import ApiError, PageSightClient
 from pagesight.ingestion import samples
-from tests.asgi_server import free_port
+from tests.asgi_server import free_ports
 from tests.postgres import PostgresServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -145,7 +145,7 @@ def fleet(
     store.close()
     config = root / "two-query-replicas.yaml"
     config.write_text(yaml.safe_dump(two_query_replicas(yaml.safe_load(LOCAL_CONFIG.read_text()))))
-    port = free_port()
+    port = free_ports(2)  # the gateway replica's, then Serve's proxy's
     env = {k: v for k, v in os.environ.items() if not k.startswith("PAGESIGHT_")}
     env |= {
         "PAGESIGHT_DATA_DIR": str(data_dir),
@@ -190,6 +190,13 @@ def _query_searches(samples: Samples) -> dict[str, float]:
     return {replica: n for (deployment, replica), n in counts.items() if deployment == "Query"}
 
 
+def _gateway_searches(samples: Samples) -> dict[tuple[str, str], float]:
+    """Searches the gateway answered, from its own HTTP series, per deployment and replica."""
+    return _by_replica(
+        samples, "ray_pagesight_http_requests_total", route="/v1/search", status="200"
+    )
+
+
 def test_one_scrape_counts_both_query_replicas(fleet: FleetServer, tmp_path: Path) -> None:
     with fleet.client() as client:
         accepted = client.upload(samples.text_pdf(tmp_path / "annual.pdf"))
@@ -201,8 +208,14 @@ def test_one_scrape_counts_both_query_replicas(fleet: FleetServer, tmp_path: Pat
     assert all(r.hits and r.hits[0].doc_id == accepted.doc_id for r in found)
 
     def counted(samples: Samples) -> bool:
+        """Every replica has exported its counts: each exports on its own clock."""
         searches = _query_searches(samples)
-        return len(searches) == 2 and sum(searches.values()) == SEARCHES
+        http = _gateway_searches(samples)
+        return (
+            len(searches) == 2
+            and sum(searches.values()) == SEARCHES
+            and sum(http.values()) >= SEARCHES
+        )
 
     scrape = fleet.scrape_until(counted)
     searches = _query_searches(scrape)
@@ -221,9 +234,7 @@ def test_one_scrape_counts_both_query_replicas(fleet: FleetServer, tmp_path: Pat
     buckets = _by_replica(scrape, "ray_serve_deployment_processing_latency_ms_bucket", le="+Inf")
     assert buckets == latency
     # the gateway's own series carry their replica too, next to what it measured
-    http = _by_replica(
-        scrape, "ray_pagesight_http_requests_total", route="/v1/search", status="200"
-    )
+    http = _gateway_searches(scrape)
     assert [d for d, _ in http] == ["Gateway"] and sum(http.values()) >= SEARCHES
     nodes = {labels["state"]: n for name, labels, n in scrape if name == "pagesight_fleet_nodes"}
     assert nodes == {"scraped": 1, "failed": 0}

@@ -14,9 +14,10 @@ import time
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
-from tests.asgi_server import free_port
+from tests.asgi_server import free_port, free_ports
 
 pytestmark = pytest.mark.slow
 
@@ -91,16 +92,27 @@ def test_serve_no_ray_events_stop_and_a_log_without_keys(tmp_path: Path) -> None
     assert not [r for r in records if r["logger"].startswith("alembic")], "alembic's INFO noise"
 
 
-def test_serve_on_ray_stops_every_process_it_started_on_sigterm(tmp_path: Path) -> None:
-    """``pagesight serve`` (Ray): on SIGTERM the ``stopping`` event, then no process of the
-    tree it started is left: Ray's raylet, GCS, dashboard, its agents and every replica."""
-    import psutil
+def _gateway_replicas(tree: list[psutil.Process]) -> list[psutil.Process]:
+    return [p for p in tree if "ServeReplica:pagesight:Gateway" in " ".join(p.cmdline())]
 
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def test_serve_on_ray_stops_every_process_it_started_on_sigterm(tmp_path: Path) -> None:
+    """``pagesight serve`` (Ray, direct ingress): a gateway replica that dies is replaced on
+    the same port; on SIGTERM the ``stopping`` event, then no process of the tree it started
+    is left: Ray's raylet, GCS, dashboard, its agents and every replica."""
     env = _env(tmp_path / "data")
     _new_key(env)
     env["PAGESIGHT_SERVE__NUM_CPUS"] = "2"
+    port = free_ports(2)  # the gateway replica's, then Serve's proxy's
     server = subprocess.Popen(
-        [str(PAGESIGHT), "serve", "--json", "--port", str(free_port())],
+        [str(PAGESIGHT), "serve", "--json", "--port", str(port)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -114,6 +126,17 @@ def test_serve_on_ray_stops_every_process_it_started_on_sigterm(tmp_path: Path) 
         tree = psutil.Process(server.pid).children(recursive=True)
         names = " ".join(p.name() for p in tree)
         assert "raylet" in names and "gcs_server" in names, names
+        # a crashed gateway replica: Serve starts another, which must get the port back
+        healthz = f"http://127.0.0.1:{port}/healthz"
+        assert _answers(healthz)
+        (gateway,) = _gateway_replicas(tree)
+        gateway.kill()
+        deadline = time.monotonic() + 120
+        while not _answers(healthz):
+            assert server.poll() is None, "pagesight serve exited after a replica died"
+            assert time.monotonic() < deadline, "no gateway answers again on its port"
+            time.sleep(1)
+        tree = psutil.Process(server.pid).children(recursive=True)
         server.send_signal(signal.SIGTERM)
         out, _ = server.communicate(timeout=60)
         assert [json.loads(line)["event"] for line in out.splitlines()] == ["stopping"]

@@ -81,6 +81,8 @@ def test_direct_ingress_gives_each_gateway_replica_a_port_from_the_first() -> No
         env["RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT"],
     ) == ("8000", "8003")
     assert float(env["RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S"]) <= 1
+    # one port per replica: a released one must be free again for the replica's replacement
+    assert float(env["RAY_SERVE_PORT_QUARANTINE_S"]) == 0
 
 
 def test_keys_authenticate_by_hash_only(tmp_path: Path) -> None:
