@@ -55,6 +55,28 @@ class IndexOptions(BaseModel):
     )
     qdrant_timeout_s: int = Field(default=30, ge=1)
     qdrant_prefer_grpc: bool = False
+    qdrant_shards: int | None = Field(
+        default=None,
+        ge=1,
+        le=1024,
+        description=(
+            "Qdrant server: shards of each new collection version (server default 1); page "
+            "recall follows the pages a shard holds (README 'Sizing a cluster')"
+        ),
+    )
+    qdrant_replicas: int | None = Field(
+        default=None,
+        ge=1,
+        le=16,
+        description="Qdrant server: copies of each shard of a new version (server default 1)",
+    )
+    qdrant_full_rows_on_disk: bool = Field(
+        default=True,
+        description=(
+            "Qdrant server: page collections' full multi-vectors memory-mapped (read for the "
+            "rerank's few hundred pages a query), their pooled first stage in RAM"
+        ),
+    )
     alias_check_s: float = Field(
         default=1.0,
         ge=0,

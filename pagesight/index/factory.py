@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     # qdrant-client costs over a second to import; the embedded default never needs it.
     from qdrant_client import QdrantClient
 
+    from pagesight.index.qdrant_server import ClusterPlacement
+
 VERSION_SEPARATOR = "__"
 #: how a version id writes its UTC creation time
 VERSION_FORMAT = "%Y%m%d%H%M%S%f"
@@ -343,10 +345,12 @@ class QdrantCollectionManager(CollectionManager):
         owns_client: bool = False,
         upsert_batch: int = 256,
         page_layout: str | None = None,
+        placement: ClusterPlacement | None = None,
     ) -> None:
         super().__init__(upsert_batch=upsert_batch, page_layout=page_layout)
         self.client = client
         self._owns_client = owns_client
+        self.placement = placement
 
     def versions(self, name: str) -> list[str]:
         found = (version_of(name, c.name) for c in self.client.get_collections().collections)
@@ -391,6 +395,7 @@ class QdrantCollectionManager(CollectionManager):
             version_collection(name, version_id),
             schema,
             upsert_batch=self.upsert_batch,
+            placement=self.placement,
         )
 
     def _check_promotable(self, name: str, version_id: str) -> None:
@@ -450,6 +455,8 @@ def collection_manager(settings: Settings) -> CollectionManager:
     if index_backend(settings) == "qdrant":
         from qdrant_client import QdrantClient
 
+        from pagesight.index.qdrant_server import ClusterPlacement
+
         api_key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
         client = QdrantClient(
             url=settings.qdrant_url,
@@ -462,6 +469,11 @@ def collection_manager(settings: Settings) -> CollectionManager:
             owns_client=True,
             upsert_batch=settings.index.upsert_batch,
             page_layout=settings.index.page_layout,
+            placement=ClusterPlacement(
+                shards=settings.index.qdrant_shards,
+                replicas=settings.index.qdrant_replicas,
+                full_rows_on_disk=settings.index.qdrant_full_rows_on_disk,
+            ),
         )
     return EdgeCollectionManager(
         edge_root(settings),

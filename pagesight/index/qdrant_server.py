@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 from qdrant_client import QdrantClient
@@ -57,10 +58,29 @@ _INT8 = qm.ScalarQuantization(
 _LOCAL_INDEX_WARNING = "Payload indexes have no effect in the local Qdrant"
 
 
+@dataclass(frozen=True)
+class ClusterPlacement:
+    """How a new collection lies on a Qdrant cluster (``PAGESIGHT_INDEX__QDRANT_*``).
+
+    ``shards`` and ``replicas`` are fixed when a version is created (the server's defaults, 1
+    and 1, where None); a re-index writes a new version, so changing them takes one. Nested
+    prefetches run on each shard, so the page cascade keeps its 1,000 and 200 pages per shard
+    and its recall follows the pages a shard holds, not the collection's (README, "Sizing a
+    cluster"). ``full_rows_on_disk`` memory-maps the full multi-vectors, which only the exact
+    rerank reads, a few hundred pages a query, while the pooled first stage, which every query
+    scans, stays in RAM; the embedded engine lays its segments out the same way.
+    """
+
+    shards: int | None = None
+    replicas: int | None = None
+    full_rows_on_disk: bool = True
+
+
 def collection_config(
-    schema: IndexSchema,
+    schema: IndexSchema, placement: ClusterPlacement | None = None
 ) -> tuple[dict[str, qm.VectorParams], dict[str, qm.SparseVectorParams]]:
     """Named dense (and multi-vector) params and sparse params for ``create_collection``."""
+    on_disk = (placement or ClusterPlacement()).full_rows_on_disk
     vectors = {
         name: qm.VectorParams(size=spec.dim, distance=_DISTANCES[spec.distance])
         for name, spec in schema.dense.items()
@@ -73,6 +93,7 @@ def collection_config(
             datatype=_DATATYPES[mspec.datatype],
             hnsw_config=None if mspec.hnsw else qm.HnswConfigDiff(m=0),
             quantization_config=_INT8 if mspec.quantization == "int8" else None,
+            on_disk=on_disk and mspec.pooled_from is None,
         )
     sparse = {
         name: qm.SparseVectorParams(
@@ -143,20 +164,25 @@ class QdrantServerStore(VectorStore):
         *,
         upsert_batch: int = 256,
         scroll_page: int = 1024,
+        placement: ClusterPlacement | None = None,
     ) -> QdrantServerStore:
-        """Create collection ``collection`` with the schema's vectors, payload indexes and stamp."""
+        """Create collection ``collection`` with the schema's vectors, payload indexes and stamp,
+        laid out on the cluster as ``placement`` says."""
         if client.collection_exists(collection):
             raise PageSightError(
                 ErrorCode.INDEX_FAILED,
                 Stage.INDEX,
                 f"cannot create collection {collection!r}: it already exists",
             )
-        vectors, sparse = collection_config(schema)
+        placement = placement or ClusterPlacement()
+        vectors, sparse = collection_config(schema, placement)
         try:
             client.create_collection(
                 collection,
                 vectors_config=vectors,
                 sparse_vectors_config=sparse or None,
+                shard_number=placement.shards,
+                replication_factor=placement.replicas,
                 metadata=schema.to_metadata(),
             )
             with warnings.catch_warnings():
