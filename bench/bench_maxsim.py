@@ -100,6 +100,8 @@ DIM = 128
 QUERY_ROWS = 20
 TOP_K = 10
 BLOCKS = (4, 5)
+#: How the stored block means are named in the schema (a change of pooling means a re-index).
+BLOCK_POOLING = f"mean-blocks-{BLOCKS[0]}x{BLOCKS[1]}"
 TENANT = "bench"
 #: reopens per size; the median one is reported (and its close / open / first-query parts)
 REOPENS = 3
@@ -246,7 +248,7 @@ def bench_schema() -> IndexSchema:
         model_id="synthetic-colqwen",
         datatype="float32",
         pooled_from=FULL,
-        pooling=f"mean-blocks-{BLOCKS[0]}x{BLOCKS[1]}",
+        pooling=BLOCK_POOLING,
     )
     assert base.multivector[POOLED].pooling == ROWS_COLS
     return IndexSchema(multivector={**base.multivector, POOLED_BLOCKS: blocks})
@@ -424,7 +426,7 @@ class _Bench:
                 name,
                 FULL,
                 DIM,
-                f"mean-blocks-{BLOCKS[0]}x{BLOCKS[1]}",
+                BLOCK_POOLING,
                 args.segment_mb,
             )
             for name in args.layouts.split(",")

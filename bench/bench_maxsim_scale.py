@@ -48,7 +48,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from bench.bench_maxsim import (  # noqa: E402  # after sys.path
-    BLOCKS,
+    BLOCK_POOLING,
     DIM,
     FULL,
     PATCHES,
@@ -89,8 +89,7 @@ def _stamp(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _store(root: Path, args: argparse.Namespace) -> LayoutStore:
-    pooling = f"mean-blocks-{BLOCKS[0]}x{BLOCKS[1]}"
-    return LayoutStore.create(root, args.layout, FULL, DIM, pooling, args.segment_mb)
+    return LayoutStore.create(root, args.layout, FULL, DIM, BLOCK_POOLING, args.segment_mb)
 
 
 def build(root: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -204,18 +203,10 @@ def _memory() -> dict[str, int]:
 def serve(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     """Open the index and search it, as a Query replica would: open time, first query, then
     ``args.rounds`` timed rounds of every query; the memory the process holds after each."""
-    from pagesight.index.base import IndexSchema
-    from pagesight.index.edge import EdgeVectorStore
-
-    pooling = f"mean-blocks-{BLOCKS[0]}x{BLOCKS[1]}"
-    schema = IndexSchema.for_pages(
-        name=FULL, dim=DIM, model_id="synthetic-colqwen", pooling=pooling, layout=args.layout
-    )
     query_rows = np.load(root / QUERIES_FILE)["rows"]
     before = _memory()
     started = time.perf_counter()
-    store = EdgeVectorStore.open(root / f"layout-{args.layout}", schema, segment_mb=args.segment_mb)
-    layout = LayoutStore(args.layout, root, schema, store, args.segment_mb, 0)
+    layout = LayoutStore.open(root, args.layout, FULL, DIM, BLOCK_POOLING, args.segment_mb)
     open_s = time.perf_counter() - started
     found: list[list[str]] = []
     latencies: list[float] = []

@@ -48,6 +48,12 @@ def disk_bytes(path: Path) -> tuple[int, int]:
     return allocated, apparent
 
 
+def _schema(layout: str, full: str, dim: int, pooling: str) -> IndexSchema:
+    return IndexSchema.for_pages(
+        name=full, dim=dim, model_id="synthetic-colqwen", pooling=pooling, layout=layout
+    )
+
+
 @dataclass
 class LayoutStore:
     """One layout's index, its write time so far and the bytes of its empty directory."""
@@ -65,12 +71,21 @@ class LayoutStore:
     def create(
         cls, root: Path, layout: str, full: str, dim: int, pooling: str, segment_mb: int
     ) -> LayoutStore:
-        schema = IndexSchema.for_pages(
-            name=full, dim=dim, model_id="synthetic-colqwen", pooling=pooling, layout=layout
-        )
+        """A new, empty index of ``layout`` in ``root``."""
+        schema = _schema(layout, full, dim, pooling)
         path = root / f"layout-{layout}"
         store = EdgeVectorStore.create(path, schema, segment_mb=segment_mb)
         return cls(layout, path, schema, store, segment_mb, disk_bytes(path)[0])
+
+    @classmethod
+    def open(
+        cls, root: Path, layout: str, full: str, dim: int, pooling: str, segment_mb: int
+    ) -> LayoutStore:
+        """The index :meth:`create` made in ``root``, as built (its schema must match)."""
+        schema = _schema(layout, full, dim, pooling)
+        path = root / f"layout-{layout}"
+        store = EdgeVectorStore.open(path, schema, segment_mb=segment_mb)
+        return cls(layout, path, schema, store, segment_mb, 0)
 
     def upsert(self, points: list[IndexPoint]) -> None:
         started = time.perf_counter()
