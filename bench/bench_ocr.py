@@ -69,6 +69,7 @@ CURRENT_RAPID: dict[str, Any] = {
     "int8_detection": False,
     "int8_recognition": False,
     "threads": 0,
+    "orientation": "always",
 }
 
 #: A born-digital page is a CER candidate when its text layer has this many non-space characters

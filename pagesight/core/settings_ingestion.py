@@ -69,6 +69,14 @@ class RapidOcrOptions(BaseModel):
     threads: int = Field(
         default=0, ge=0, le=256, description="ONNX Runtime threads per worker; 0 = one per core"
     )
+    orientation: Literal["when_turned", "always"] = Field(
+        default="when_turned",
+        description=(
+            "when Tesseract OSD decides which way is up: when_turned = only for a page whose "
+            "first reading looks turned (low line scores or standing lines), always = before "
+            "every page is read (pagesight/ingestion/ocr/rapid.py)"
+        ),
+    )
 
 
 OcrOptions = Annotated[TesseractOptions | RapidOcrOptions, Field(discriminator="kind")]

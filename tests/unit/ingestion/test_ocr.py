@@ -23,6 +23,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 from pagesight.core.errors import ErrorCode, PageSightError
 from pagesight.core.settings import RapidOcrOptions, TesseractOptions
 from pagesight.ingestion.ocr import OcrEngine, OcrLine, OcrResult, OcrWord, build_ocr_engine
+from pagesight.ingestion.ocr import rapid as rapid_module
 from pagesight.ingestion.ocr.base import (
     PixelBox,
     remove_spaces_between_cjk,
@@ -33,7 +34,7 @@ from pagesight.ingestion.ocr.preprocess import (
     box_to_original_frame,
     rotate_clockwise,
 )
-from pagesight.ingestion.ocr.rapid import RapidOcrEngine, _lines_from_output
+from pagesight.ingestion.ocr.rapid import RapidOcrEngine, _lines_from_output, looks_turned
 from pagesight.ingestion.ocr.tesseract import TesseractEngine
 
 EVAL_ROBUST = Path(__file__).resolve().parents[4] / "shared" / "eval" / "robust"
@@ -303,6 +304,57 @@ def test_rapidocr_reads_japanese(rapid: RapidOcrEngine) -> None:
     image, _ = _make_page(JAPANESE_LINES, fontname="japan", fontsize=16)
     result = rapid.recognize(image)
     assert _cer(result.text, "".join(JAPANESE_LINES)) <= 0.1
+
+
+def _reading(boxes: list[tuple[int, int, int, int]], scores: list[float]) -> SimpleNamespace:
+    quads = [[(x0, y0), (x1, y0), (x1, y1), (x0, y1)] for x0, y0, x1, y1 in boxes]
+    return SimpleNamespace(boxes=quads, scores=scores)
+
+
+def test_a_reading_looks_turned_when_its_lines_stand_or_score_low() -> None:
+    wide, tall = (0, 0, 300, 20), (0, 0, 20, 300)
+    assert not looks_turned(_reading([wide] * 4, [0.99, 0.98, 0.97, 0.6]))  # upright
+    assert looks_turned(_reading([tall, tall, wide], [0.99] * 3))  # on its side, read well
+    assert looks_turned(_reading([wide] * 3, [0.6, 0.7, 0.95]))  # upside down: low median
+    assert not looks_turned(_reading([], []))  # nothing read: nothing to turn
+    assert not looks_turned(SimpleNamespace())  # RapidOCR's empty output
+
+
+@pytest.fixture(scope="module")
+def rapid_osd_first() -> RapidOcrEngine:
+    engine = RapidOcrEngine(RapidOcrOptions(orientation="always"))
+    engine.warm_up()
+    return engine
+
+
+@pytest.mark.parametrize(
+    ("engine_name", "page_rotation", "asked"),
+    [("rapid", 0, 0), ("rapid", 180, 1), ("rapid_osd_first", 0, 1), ("rapid_osd_first", 180, 1)],
+)
+def test_rapidocr_asks_osd_only_when_its_first_reading_looks_turned(
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    engine_name: str,
+    page_rotation: int,
+    asked: int,
+) -> None:
+    """By default OSD runs only for a page whose first reading looks turned; with
+    ``orientation="always"`` before every page, as before issue 36."""
+    rapid: RapidOcrEngine = request.getfixturevalue(engine_name)
+    calls: list[Image.Image] = []
+    osd = rapid_module.detect_orientation
+
+    def counted(image: Image.Image) -> object:
+        calls.append(image)
+        return osd(image)
+
+    monkeypatch.setattr(rapid_module, "detect_orientation", counted)
+    image, truth = _make_page(ENGLISH_LINES, rotation=page_rotation)
+    result = rapid.recognize(image)
+    assert len(calls) == asked
+    assert result.rotation_applied == (360 - page_rotation) % 360
+    assert _located_word_recall(result, truth) >= 0.9
+    assert (result.stage_seconds["orientation"] > 0) == bool(asked)
 
 
 def test_blank_page_gives_no_lines_and_no_error(engine: OcrEngine) -> None:
