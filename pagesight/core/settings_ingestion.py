@@ -43,14 +43,16 @@ class RapidOcrOptions(BaseModel):
         description="engine that reads a page on which RapidOCR detects no text at all",
     )
     # Speed choices, measured by bench/bench_ocr.py against RapidOCR's own defaults (736/"min",
-    # batch 6, float models) in the same run; see pagesight/ingestion/ocr/rapid.py. The detector
-    # bound is the one that pays (1280/"max": s/page p50 0.59x, CER +0.0013 EN and JA), but a
-    # fresh smoke ingest with it found 12 of 14 scan questions against 13: kept opt-in.
+    # batch 6, float models, OSD first) in the same run; see pagesight/ingestion/ocr/rapid.py and
+    # the README. The detector bound is the one that pays: 1600/"max" with OSD only for turned
+    # pages gave s/page p50 0.675x with CER +0.0004 EN / +0.0007 JA and the full set's 49 scan
+    # questions all kept (45 found in the top 5 before and after); 1280/"max" was faster but
+    # lost two of them.
     det_limit_side_len: int = Field(
-        default=736, ge=320, le=4000, description="detector input bound, in pixels (see type)"
+        default=1600, ge=320, le=4000, description="detector input bound, in pixels (see type)"
     )
     det_limit_type: Literal["min", "max"] = Field(
-        default="min",
+        default="max",
         description="min: shorter side at least det_limit_side_len (RapidOCR's default); max: "
         "longer side at most det_limit_side_len (recognition still reads the full-size crops)",
     )

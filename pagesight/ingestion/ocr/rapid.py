@@ -36,7 +36,8 @@ settings under :class:`~pagesight.core.settings.RapidOcrOptions` are the knobs:
 
 * ``det_limit_type="max"`` with ``det_limit_side_len`` bounds the detector's input instead; the
   line crops the recogniser reads are still cut from the 2000 px image, so recognition keeps its
-  resolution and only the boxes come from a coarser map.
+  resolution and only the boxes come from a coarser map. The default, 1600, cut detection from
+  2.1 to 1.3 s a page at the same CER (+0.0004) and kept every scan question; 1280 lost two.
 * ``rec_batch_size``: RapidOCR already recognises a page's lines in batches, sorted by width so
   that a batch pads little; larger batches pad to a wider line and did not pay on two cores.
 * ``int8_detection`` / ``int8_recognition``: dynamic-int8 copies made at warm-up
