@@ -230,16 +230,12 @@ class RapidOcrEngine:
         if not self._use_osd:
             return 0, self._read(page), 0.0
         if self.options.orientation == "always":
-            started = time.perf_counter()
-            rotation = upright_rotation(detect_orientation(page.convert("L")))
-            orientation_s = time.perf_counter() - started
+            rotation, orientation_s = _osd_turn(page)
             return rotation, self._read(rotate_clockwise(page, rotation)), orientation_s
         output = self._read(page)
         if not looks_turned(output):
             return 0, output, 0.0
-        started = time.perf_counter()
-        rotation = upright_rotation(detect_orientation(page.convert("L")))
-        orientation_s = time.perf_counter() - started
+        rotation, orientation_s = _osd_turn(page)
         if not rotation:
             return 0, output, orientation_s
         orientation_s += sum(_stage_seconds(output).values())
@@ -260,6 +256,13 @@ class RapidOcrEngine:
                 raise PageSightError(
                     ErrorCode.OCR_FAILED, Stage.OCR, f"RapidOCR failed on the page: {exc}"
                 ) from exc
+
+
+def _osd_turn(page: Image.Image) -> tuple[int, float]:
+    """The clockwise turn Tesseract's OSD makes upright (0 when unsure), and its seconds."""
+    started = time.perf_counter()
+    rotation = upright_rotation(detect_orientation(page.convert("L")))
+    return rotation, time.perf_counter() - started
 
 
 def looks_turned(output: Any) -> bool:
