@@ -61,7 +61,8 @@ from pagesight.ingestion.ocr import OcrEngine, build_ocr_engine
 DEFAULT_EVAL_DIR = Path(__file__).resolve().parents[2] / "shared" / "eval"
 
 #: RapidOCR as PageSight ran it before issue 36 (RapidOCR's own detector bound and batch, float
-#: models, ONNX Runtime's thread default): the baseline every run measures the defaults against.
+#: models on ONNX Runtime with its thread default, OSD before every page): the baseline every
+#: run measures the defaults against.
 CURRENT_RAPID: dict[str, Any] = {
     "det_limit_side_len": 736,
     "det_limit_type": "min",
@@ -70,6 +71,7 @@ CURRENT_RAPID: dict[str, Any] = {
     "int8_recognition": False,
     "threads": 0,
     "orientation": "always",
+    "runtime": "onnxruntime",
 }
 
 #: A born-digital page is a CER candidate when its text layer has this many non-space characters
@@ -387,6 +389,14 @@ def build_engines(names: list[str], overrides: list[str]) -> dict[str, OcrEngine
     return engines
 
 
+def _runtime(engine: OcrEngine) -> str | None:
+    """What runs a warm RapidOCR engine's models (or those of the one a fallback wraps), with
+    OpenVINO's precision: "openvino bf16", "onnxruntime"; None for other engines."""
+    primary = getattr(engine, "primary", engine)
+    runtime = getattr(primary, "runtime", "")
+    return " ".join(filter(None, [runtime, getattr(primary, "precision", "")])) or None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--eval-dir", type=Path, default=DEFAULT_EVAL_DIR)
@@ -474,6 +484,8 @@ def main(argv: list[str] | None = None) -> int:
                 if "rapidocr" in engines
                 else None
             ),
+            # What ran each RapidOCR engine's models ("openvino" / "onnxruntime"), once warm.
+            "runtimes": {name: _runtime(engine) for name, engine in engines.items()},
             "vocabulary_tokens": len(vocabulary),
             "vocabulary_s": round(vocabulary_s, 2),
             "cpu_count": os.cpu_count(),

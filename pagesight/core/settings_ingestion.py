@@ -43,11 +43,11 @@ class RapidOcrOptions(BaseModel):
         description="engine that reads a page on which RapidOCR detects no text at all",
     )
     # Speed choices, measured by bench/bench_ocr.py against RapidOCR's own defaults (736/"min",
-    # batch 6, float models, OSD first) in the same run; see pagesight/ingestion/ocr/rapid.py and
-    # the README. The detector bound is the one that pays: 1600/"max" with OSD only for turned
-    # pages gave s/page p50 0.675x with CER +0.0004 EN / +0.0007 JA and the full set's 49 scan
-    # questions all kept (45 found in the top 5 before and after); 1280/"max" was faster but
-    # lost two of them.
+    # batch 6, float models on ONNX Runtime, OSD first) in the same run; see
+    # pagesight/ingestion/ocr/rapid.py and the README. What pays: 1600/"max" with OSD only for
+    # turned pages (s/page p50 0.675x, CER +0.0004 EN / +0.0007 JA), then OpenVINO at bf16 on a
+    # CPU with bf16 instructions (all together 0.35x, CER +0.0004 / +0.0009); the full set's 49
+    # scan questions keep 45 in the top 5 throughout. 1280/"max" was faster but lost two of them.
     det_limit_side_len: int = Field(
         default=1600, ge=320, le=4000, description="detector input bound, in pixels (see type)"
     )
@@ -69,8 +69,33 @@ class RapidOcrOptions(BaseModel):
         default=None, description="where int8 copies are kept; ~/.cache/pagesight/ocr"
     )
     threads: int = Field(
-        default=0, ge=0, le=256, description="ONNX Runtime threads per worker; 0 = one per core"
+        default=0, ge=0, le=256, description="inference threads per worker; 0 = one per core"
     )
+    runtime: Literal["auto", "openvino", "onnxruntime"] = Field(
+        default="auto",
+        description=(
+            "what runs the detector and recogniser: openvino, onnxruntime, or auto = openvino "
+            "when it is installed and no int8 copy is asked for (those are onnxruntime's "
+            "quantised operators); a model openvino cannot compile falls back to onnxruntime"
+        ),
+    )
+    openvino_precision: Literal["auto", "f32", "bf16"] = Field(
+        default="auto",
+        description=(
+            "OpenVINO's inference precision: auto = bf16 where the CPU has bf16 instructions "
+            "(AVX-512 BF16, AMX), f32 elsewhere; f32 reads exactly what onnxruntime reads"
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _int8_needs_onnxruntime(self) -> RapidOcrOptions:
+        if self.runtime == "openvino" and (self.int8_detection or self.int8_recognition):
+            raise ValueError(
+                "int8_detection/int8_recognition are onnxruntime's dynamic-int8 copies: use "
+                "runtime onnxruntime (or auto) with them, or turn them off for openvino"
+            )
+        return self
+
     orientation: Literal["when_turned", "always"] = Field(
         default="when_turned",
         description=(

@@ -1,21 +1,33 @@
-"""RapidOCR's speed settings (issue 36): they reach ONNX Runtime, and int8 falls back cleanly.
+"""RapidOCR's speed settings (issue 36): they reach OpenVINO or ONNX Runtime, and int8 and
+OpenVINO fall back cleanly.
 
 The int8 copies are made from the models the rapidocr wheel ships, into a temporary cache dir; a
 quantiser that is missing or fails, or a cached copy that does not load, must leave the engine
-reading with the float models, never failing the worker.
+reading with the float models, never failing the worker. Likewise a model OpenVINO cannot compile
+leaves the engine on ONNX Runtime.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pagesight.core.settings import RapidOcrOptions, Settings
 from pagesight.ingestion.ocr import quantise
-from pagesight.ingestion.ocr.rapid import INT8_OP_TYPES, RapidOcrEngine, packaged_model_paths
+from pagesight.ingestion.ocr import rapid as rapid_module
+from pagesight.ingestion.ocr.rapid import (
+    INT8_OP_TYPES,
+    OpenVinoSession,
+    RapidOcrEngine,
+    openvino_precision,
+    packaged_model_paths,
+    resolve_runtime,
+)
 from tests.unit.ingestion.test_ocr import ENGLISH_LINES, _located_word_recall, _make_page
 
 
@@ -46,6 +58,7 @@ def test_speed_settings_are_read_from_the_environment(monkeypatch: pytest.Monkey
 
 def test_options_reach_rapidocr_and_onnx_runtime(tmp_path: Path) -> None:
     options = RapidOcrOptions(
+        runtime="onnxruntime",
         det_limit_type="max",
         det_limit_side_len=960,
         rec_batch_size=16,
@@ -57,6 +70,7 @@ def test_options_reach_rapidocr_and_onnx_runtime(tmp_path: Path) -> None:
     )
     engine = RapidOcrEngine(options, detect_orientation=False)
     engine.warm_up()
+    assert engine.runtime == "onnxruntime"
     cfg = engine._engine.cfg
     assert (cfg.Det.limit_side_len, cfg.Det.limit_type) == (960, "max")
     assert cfg.Rec.rec_batch_num == 16
@@ -130,4 +144,83 @@ def test_a_corrupt_cached_int8_model_falls_back_to_the_float_models(
         engine.warm_up()
     assert engine.model_paths == floats
     assert "using the float models" in caplog.text
+    assert _read_drawn_page(engine) >= 0.9
+
+
+def test_runtime_auto_is_openvino_unless_int8_is_asked_for_or_it_is_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert resolve_runtime(RapidOcrOptions()) == "openvino"
+    assert resolve_runtime(RapidOcrOptions(int8_recognition=True)) == "onnxruntime"
+    assert resolve_runtime(RapidOcrOptions(runtime="onnxruntime")) == "onnxruntime"
+    with pytest.raises(ValueError, match="onnxruntime"):
+        RapidOcrOptions(runtime="openvino", int8_detection=True)
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "openvino" else real_find_spec(name, *a),
+    )
+    assert resolve_runtime(RapidOcrOptions()) == "onnxruntime"
+    assert resolve_runtime(RapidOcrOptions(runtime="openvino")) == "openvino"
+
+
+def test_openvino_at_f32_reads_exactly_what_onnx_runtime_reads() -> None:
+    image, _ = _make_page(ENGLISH_LINES)
+    readings = {}
+    for runtime in ("openvino", "onnxruntime"):
+        options = RapidOcrOptions(runtime=runtime, openvino_precision="f32", fallback=None)
+        engine = RapidOcrEngine(options, detect_orientation=False)
+        engine.warm_up()
+        assert engine.runtime == runtime
+        assert engine.precision == ("f32" if runtime == "openvino" else "")
+        result = engine.recognize(image)
+        readings[runtime] = [(line.text, line.bbox_px) for line in result.lines]
+    assert len(readings["openvino"]) == len(ENGLISH_LINES)
+    assert readings["openvino"] == readings["onnxruntime"]
+
+
+def test_threads_and_precision_reach_openvino() -> None:
+    options = RapidOcrOptions(threads=1, openvino_precision="f32", fallback=None)
+    engine = RapidOcrEngine(options, detect_orientation=False)
+    engine.warm_up()
+    for stage in (engine._engine.text_det, engine._engine.text_rec):
+        assert isinstance(stage.session, OpenVinoSession)
+        compiled = stage.session.compiled_model
+        assert compiled.get_property("INFERENCE_NUM_THREADS") == 1
+        assert str(compiled.get_property("INFERENCE_PRECISION_HINT")) in {
+            "f32",
+            "<Type: 'float32'>",
+        }
+    assert _read_drawn_page(engine) >= 0.9
+
+
+class _FakeCore:
+    def __init__(self, capabilities: list[str]) -> None:
+        self.capabilities = capabilities
+
+    def get_property(self, device: str, name: str) -> Any:
+        assert (device, name) == ("CPU", "OPTIMIZATION_CAPABILITIES")
+        return self.capabilities
+
+
+def test_auto_precision_is_bf16_only_where_the_cpu_has_bf16() -> None:
+    assert openvino_precision(_FakeCore(["FP32", "BF16", "INT8"]), "auto") == "bf16"
+    assert openvino_precision(_FakeCore(["FP32", "INT8"]), "auto") == "f32"
+    assert openvino_precision(_FakeCore(["FP32"]), "bf16") == "bf16"
+    assert openvino_precision(_FakeCore(["BF16"]), "f32") == "f32"
+
+
+def test_a_model_openvino_cannot_compile_leaves_the_engine_on_onnx_runtime(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("no CPU plugin")
+
+    monkeypatch.setattr(rapid_module, "OpenVinoSession", refuse)
+    engine = RapidOcrEngine(RapidOcrOptions(fallback=None), detect_orientation=False)
+    with caplog.at_level(logging.WARNING, logger=rapid_module.__name__):
+        engine.warm_up()
+    assert (engine.runtime, engine.precision) == ("onnxruntime", "")
+    assert "no CPU plugin" in caplog.text and "using ONNX Runtime" in caplog.text
     assert _read_drawn_page(engine) >= 0.9
