@@ -66,7 +66,9 @@ class RapidOcrOptions(BaseModel):
         default=False, description="dynamic-int8 copy of the recogniser (float model if none)"
     )
     model_cache_dir: Path | None = Field(
-        default=None, description="where int8 copies are kept; ~/.cache/pagesight/ocr"
+        default=None,
+        description="where int8 copies and OpenVINO's compiled models are kept; "
+        "~/.cache/pagesight/ocr",
     )
     threads: int = Field(
         default=0, ge=0, le=256, description="inference threads per worker; 0 = one per core"

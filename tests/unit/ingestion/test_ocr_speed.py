@@ -224,3 +224,29 @@ def test_a_model_openvino_cannot_compile_leaves_the_engine_on_onnx_runtime(
     assert (engine.runtime, engine.precision) == ("onnxruntime", "")
     assert "no CPU plugin" in caplog.text and "using ONNX Runtime" in caplog.text
     assert _read_drawn_page(engine) >= 0.9
+
+
+def test_openvino_keeps_its_compiled_models_in_the_cache_dir(tmp_path: Path) -> None:
+    options = RapidOcrOptions(model_cache_dir=tmp_path, fallback=None)
+    first = RapidOcrEngine(options, detect_orientation=False)
+    first.warm_up()
+    assert first.runtime == "openvino"
+    blobs = sorted((tmp_path / "openvino").iterdir())
+    assert len(blobs) >= 2  # one compiled blob per model (detector, recogniser)
+    again = RapidOcrEngine(options, detect_orientation=False)
+    again.warm_up()  # loads the blobs: nothing new is compiled into the cache
+    assert sorted((tmp_path / "openvino").iterdir()) == blobs
+    assert again.runtime == "openvino"
+    assert _read_drawn_page(again) >= 0.9
+
+
+def test_an_unwritable_cache_dir_leaves_openvino_compiling_every_start(tmp_path: Path) -> None:
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("x")
+    assert rapid_module.openvino_cache_dir(not_a_dir) is None
+    engine = RapidOcrEngine(
+        RapidOcrOptions(model_cache_dir=not_a_dir, fallback=None), detect_orientation=False
+    )
+    engine.warm_up()
+    assert engine.runtime == "openvino"
+    assert _read_drawn_page(engine) >= 0.9
