@@ -57,7 +57,10 @@ settings under :class:`~pagesight.core.settings.RapidOcrOptions` are the knobs:
   BF16), page by page against ONNX Runtime with the same settings on 20 eval pages: f32 read
   every page exactly as ONNX Runtime did, detection in ~0.7x its time and recognition in
   ~0.92x; bf16 changed a few characters on 6 of the 20 pages, detection ~0.47x, recognition
-  ~0.63x, a page ~0.58x. ``make bench-ocr``: CER +0.0000 English, +0.0002 Japanese for bf16.
+  ~0.63x, a page ~0.58x; ``make bench-ocr`` put bf16's CER at +0.0000 (English) and +0.0002
+  (Japanese) against f32's.
+
+The engine (and its sessions) is built once per worker and kept across pages.
 """
 
 from __future__ import annotations
