@@ -46,12 +46,8 @@ MIN_IOU = 0.5
 
 def iou(a: BBox, b: BBox) -> float:
     """Intersection over union of two boxes (0 for boxes without area)."""
-    width = min(a.x1, b.x1) - max(a.x0, b.x0)
-    height = min(a.y1, b.y1) - max(a.y0, b.y0)
-    if width <= 0 or height <= 0:
-        return 0.0
-    inter = width * height
-    union = (a.x1 - a.x0) * (a.y1 - a.y0) + (b.x1 - b.x0) * (b.y1 - b.y0) - inter
+    inter = a.intersection_area(b)
+    union = a.area + b.area - inter
     return inter / union if union > 0 else 0.0
 
 

@@ -46,7 +46,7 @@ class RapidOcrOptions(BaseModel):
     # batch 6, float models on ONNX Runtime, OSD first) in the same run; see
     # pagesight/ingestion/ocr/rapid.py and the README. What pays: 1600/"max" with OSD only for
     # turned pages (s/page p50 0.675x, CER +0.0004 EN / +0.0007 JA), then OpenVINO at bf16 on a
-    # CPU with bf16 instructions (all together 0.35x, CER +0.0004 / +0.0009); the full set's 49
+    # CPU with bf16 instructions (all together 0.38x, CER +0.0004 / +0.0009); the full set's 49
     # scan questions keep 45 in the top 5 throughout. 1280/"max" was faster but lost two of them.
     det_limit_side_len: int = Field(
         default=1600, ge=320, le=4000, description="detector input bound, in pixels (see type)"
@@ -89,15 +89,6 @@ class RapidOcrOptions(BaseModel):
         ),
     )
 
-    @model_validator(mode="after")
-    def _int8_needs_onnxruntime(self) -> RapidOcrOptions:
-        if self.runtime == "openvino" and (self.int8_detection or self.int8_recognition):
-            raise ValueError(
-                "int8_detection/int8_recognition are onnxruntime's dynamic-int8 copies: use "
-                "runtime onnxruntime (or auto) with them, or turn them off for openvino"
-            )
-        return self
-
     orientation: Literal["when_turned", "always"] = Field(
         default="when_turned",
         description=(
@@ -106,6 +97,15 @@ class RapidOcrOptions(BaseModel):
             "every page is read (pagesight/ingestion/ocr/rapid.py)"
         ),
     )
+
+    @model_validator(mode="after")
+    def _int8_needs_onnxruntime(self) -> RapidOcrOptions:
+        if self.runtime == "openvino" and (self.int8_detection or self.int8_recognition):
+            raise ValueError(
+                "int8_detection/int8_recognition are onnxruntime's dynamic-int8 copies: use "
+                "runtime onnxruntime (or auto) with them, or turn them off for openvino"
+            )
+        return self
 
 
 OcrOptions = Annotated[TesseractOptions | RapidOcrOptions, Field(discriminator="kind")]
