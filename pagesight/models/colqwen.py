@@ -288,13 +288,18 @@ class ColQwen2Embedder:
         return pages
 
     def _forward(self, inputs: Any) -> npt.NDArray[np.float32]:
-        """Run the model on processor output; float32 ``[batch, seq, dim]`` on the CPU."""
+        """Run the model on processor output; float32 ``[batch, seq, dim]`` on the CPU.
+
+        ``inputs`` stays where it is: the callers read its masks and grids with ``.numpy()``
+        afterwards, and ``BatchFeature.to`` moves its tensors in place (on a GPU that broke
+        every batch)."""
         import torch
 
+        on_device = {name: tensor.to(self._device) for name, tensor in inputs.items()}
         try:
             with self._forward_lock, torch.inference_mode():
                 self._model.rope_deltas = None  # stale deltas from the last image batch
-                output = self._model(**inputs.to(self._device))
+                output = self._model(**on_device)
                 array: npt.NDArray[np.float32] = output.float().cpu().numpy()
         except RuntimeError as exc:  # torch raises RuntimeError for OOM and device failures
             raise PageSightError(

@@ -292,6 +292,45 @@ def test_extreme_aspect_ratio_is_embed_failed(embedder: ColQwen2Embedder) -> Non
     assert caught.value.code == ErrorCode.EMBED_FAILED
 
 
+class _AcceleratorModel:
+    """Stands in for ColQwen2 on a GPU: the meta device holds no data, so reading an input
+    that was moved there with ``.numpy()`` fails the way a CUDA tensor does, on any machine."""
+
+    def __init__(self) -> None:
+        import torch
+
+        self.device = torch.device("meta")
+        self.rope_deltas: object = None
+        self.input_devices: set[str] = set()
+
+    def eval(self) -> _AcceleratorModel:
+        return self
+
+    def __call__(self, **inputs: object) -> object:
+        import torch
+
+        self.input_devices |= {t.device.type for t in inputs.values() if torch.is_tensor(t)}
+        batch, seq = inputs["input_ids"].shape  # type: ignore[attr-defined]
+        return torch.randn(batch, seq, COLQWEN2_DIM)  # what .float().cpu() gives back
+
+
+def test_inputs_stay_readable_after_the_model_ran_on_another_device(tiny_dir: Path) -> None:
+    """The model gets its inputs on its own device, while the masks and grids read after the
+    forward pass stay on the CPU (moving the processor output in place broke every batch on
+    an H200)."""
+    model = _AcceleratorModel()
+    embedder = ColQwen2Embedder.from_loaded(
+        model,
+        load_colqwen2_processor(str(tiny_dir), local_files_only=True),
+        VisualEmbedderOptions(model=str(tiny_dir), max_num_visual_tokens=TINY_MAX_VISUAL_TOKENS),
+    )
+    pages = embedder.embed_pages(MIXED_PAGES[:2])
+    queries = embedder.embed_queries(QUERIES[:2])
+    assert model.input_devices == {"meta"}
+    assert [p.grid[0] * p.grid[1] for p in pages] == [int(p.image_mask.sum()) for p in pages]
+    assert len(queries) == 2 and all(q.shape[1] == COLQWEN2_DIM for q in queries)
+
+
 def _text_page(lines: list[str]) -> Image.Image:
     page = Image.new("RGB", (1240, 1754), "white")  # A4 at 150 dpi
     draw = ImageDraw.Draw(page)
