@@ -12,9 +12,13 @@ resizes them to 672 × 896 px, exactly 24 × 32 = 768 merged patches at ``--visu
 Per batch size B the report gives:
 
 * ``pages_per_s``: B / median wall time of ``embed_pages`` (preprocessing included).
-* ``preprocess_s``: the processor alone on the same B pages (CPU work: resize, normalise,
-  patchify, tokenize), timed separately (median of the same number of runs); ``device_s`` =
-  embed time - preprocess time, the part that runs the model.
+* ``preprocess_s``: the processor alone on the same B pages in line (CPU work: resize,
+  normalise, patchify, tokenize); ``prepare_s``: the same pages as the embedder prepares them
+  (one page per task on ``prepare_workers`` threads); ``device_s``: the model alone on the
+  prepared batch (``embed_prepared``), synchronised. Each the median of the same number of runs.
+* ``stream`` (``--stream-pages N``): N pages in one ``embed_pages`` call with the default token
+  budget per forward pass, pages prepared in line and then on threads with the next batch
+  prepared while the model runs: the bulk-job figure.
 * ``mfu``: model FLOPs per batch / ``device_s`` / peak FLOP/s. FLOPs per page are counted
   analytically (multiply-add = 2 FLOPs; norms, activations, softmax and rotary are left out):
 
@@ -169,12 +173,22 @@ def bench_batch(
             embedder.embed_pages(pages)
         if plan.device == "cuda":
             torch.cuda.reset_peak_memory_stats()
-        preprocess_times = []
+        inline_times, prepare_times, model_times = [], [], []
         for _ in range(plan.repeats):
             started = time.perf_counter()
             processor.process_images(pages)
-            preprocess_times.append(time.perf_counter() - started)
-        preprocess_s = statistics.median(preprocess_times)
+            inline_times.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            inputs = embedder.prepare_pages(pages)
+            prepare_times.append(time.perf_counter() - started)
+            sync(torch, plan.device)
+            started = time.perf_counter()
+            embedder.embed_prepared(inputs)
+            sync(torch, plan.device)
+            model_times.append(time.perf_counter() - started)
+        preprocess_s = statistics.median(inline_times)
+        prepare_s = statistics.median(prepare_times)
+        device_s = max(statistics.median(model_times), 1e-9)
         times = []
         for _ in range(plan.repeats):
             sync(torch, plan.device)
@@ -183,13 +197,13 @@ def bench_batch(
             sync(torch, plan.device)
             times.append(time.perf_counter() - started)
         embed_s = statistics.median(times)
-        device_s = max(embed_s - preprocess_s, 1e-9)
         achieved_tflops = plan.flops_per_page * batch / device_s / 1e12
         row.update(
             pages_per_s=round(batch / embed_s, 3),
             embed_s=round(embed_s, 4),
             embed_s_all=[round(t, 4) for t in times],
             preprocess_s=round(preprocess_s, 4),
+            prepare_s=round(prepare_s, 4),
             device_s=round(device_s, 4),
             device_pages_per_s=round(batch / device_s, 3),
             achieved_tflops=round(achieved_tflops, 3),
@@ -234,6 +248,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--warmup", type=int, help="untimed runs per batch size (1 CUDA, 0 CPU)")
     parser.add_argument("--peak-tflops", type=float, help="peak FLOP/s for MFU, in TFLOP/s")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
+    parser.add_argument(
+        "--stream-pages",
+        type=int,
+        default=0,
+        help="also embed this many pages in one call with the default token budget, pages "
+        "prepared in line and on threads (0 = skip)",
+    )
     parser.add_argument("--out", type=Path, required=True, help="write the report here as JSON")
     return parser
 
@@ -369,10 +390,44 @@ def main(argv: list[str] | None = None) -> int:
         row = report["batches"][-1]
         print(f"  {row.get('pages_per_s', row.get('error'))} pages/s", file=sys.stderr, flush=True)
         args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    if args.stream_pages:
+        report["stream"] = bench_stream(torch, model, processor, options, args.stream_pages)
+        print(f"stream: {report['stream']}", file=sys.stderr, flush=True)
     report["complete"] = True
     args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     print_table(report)
     return 0
+
+
+def bench_stream(
+    torch: Any, model: Any, processor: Any, options: Any, count: int
+) -> dict[str, Any]:
+    """``count`` pages through one ``embed_pages`` call with the default token budget per
+    forward pass: what a bulk job sees, pages prepared on threads and the next batch prepared
+    while the model runs (``prepare_workers`` 1 turns both off, for comparison)."""
+    from pagesight.core.settings import VisualEmbedderOptions
+    from pagesight.models.colqwen import ColQwen2Embedder
+
+    default_budget = VisualEmbedderOptions.model_fields["page_batch_tokens"].default
+    pages = synthetic_pages(count, seed=1)
+    result: dict[str, Any] = {"pages": count, "page_batch_tokens": default_budget}
+    for label, workers in (("in_line", 1), ("threads", 0)):
+        embedder = ColQwen2Embedder.from_loaded(
+            model,
+            processor,
+            options.model_copy(
+                update={"page_batch_tokens": default_budget, "prepare_workers": workers}
+            ),
+        )
+        embedder.embed_pages(pages[: min(count, 16)])  # warm-up: threads and their processors
+        device = options.device
+        sync(torch, device)
+        started = time.perf_counter()
+        embedder.embed_pages(pages)
+        sync(torch, device)
+        result[f"{label}_pages_per_s"] = round(count / (time.perf_counter() - started), 3)
+        embedder.close()
+    return result
 
 
 def print_table(report: dict[str, Any]) -> None:
@@ -385,7 +440,8 @@ def print_table(report: dict[str, Any]) -> None:
         f"peak {report['peak_tflops']} TFLOP/s ({report['peak_source']})"
     )
     print(
-        f"{'batch':>5} {'pages/s':>9} {'prep s':>8} {'device s':>9} {'TFLOP/s':>9} {'MFU':>7} "
+        f"{'batch':>5} {'pages/s':>9} {'prep s':>8} {'threads':>8} {'device s':>9} "
+        f"{'TFLOP/s':>9} {'MFU':>7} "
         f"{memory_key:>20}"
     )
     for row in report["batches"]:
@@ -394,6 +450,7 @@ def print_table(report: dict[str, Any]) -> None:
             continue
         print(
             f"{row['batch_size']:>5} {row['pages_per_s']:>9.3f} {row['preprocess_s']:>8.3f} "
+            f"{row['prepare_s']:>8.3f} "
             f"{row['device_s']:>9.3f} {row['achieved_tflops']:>9.3f} {row['mfu']:>7.1%} "
             f"{row[memory_key]:>20}"
         )

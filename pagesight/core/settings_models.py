@@ -83,6 +83,15 @@ class VisualEmbedderOptions(BaseModel):
         description="tokens per forward pass: pages x the longest page's tokens (padding)",
     )
     query_batch_size: int = Field(default=32, ge=1)
+    prepare_workers: int = Field(
+        default=0,
+        ge=0,
+        le=64,
+        description=(
+            "threads that prepare page images (resize, normalise, patchify) side by side, and "
+            "the next batch while the model runs; 0 = one per CPU core up to 8, 1 = in line"
+        ),
+    )
     attn_implementation: Literal["sdpa", "eager", "flash_attention_2"] | None = Field(
         default=None, description="unset = transformers' default (sdpa)"
     )

@@ -23,6 +23,13 @@ Batching: pages are grouped by a token budget (``page_batch_tokens``), not a fix
 the language model pads every page of a batch to its longest; pages are sorted by size first so
 similar pages share a batch. A page's cost is its visual tokens plus the prompt's text tokens.
 
+Preparing pages (the Qwen2-VL image processor: resize, rescale, normalise, patchify, in PIL and
+numpy on the CPU) costs ~40 ms a 1344 × 1792 page, as much as an H200 spends running the model on
+it, so done in line it halved GPU throughput (``bench/bench_embed.py``). Pages are therefore
+prepared one per task on a thread pool (``prepare_workers``; PIL and numpy release the GIL), and
+the next batch is prepared while the model runs the current one. :func:`collate_pages` joins the
+single-page outputs into exactly what ``process_images`` gives for the whole batch.
+
 Weights: ``model`` is a local directory or a hub id; with ``HF_HUB_OFFLINE=1`` a hub id must
 already be in the Hugging Face cache. ``vidore/colqwen2-v1.0`` is a LoRA adapter over
 ``vidore/colqwen2-base``, so both must be cached; a checkpoint with the adapter merged into the
@@ -47,8 +54,11 @@ index schema sees the change and re-indexes.
 
 from __future__ import annotations
 
+import copy
+import os
 import threading
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -132,6 +142,43 @@ def group_by_token_budget(costs: Sequence[int], budget: int) -> list[list[int]]:
     return batches
 
 
+#: Most threads that prepare page images by default (``prepare_workers`` 0).
+DEFAULT_PREPARE_WORKERS = 8
+
+
+def collate_pages(processor: Any, parts: Sequence[Any]) -> Any:
+    """One batch from ``process_images`` outputs of one page each, equal to what
+    ``process_images`` returns for all the pages at once: rows aligned with the tokens
+    (``input_ids``, ``attention_mask``, transformers 5's ``mm_token_type_ids``) padded on the
+    tokenizer's side (the pad id for tokens, 0 otherwise), pixel rows zero-padded to the batch's
+    most patches, anything else (the grids) stacked."""
+    import torch
+    from transformers import BatchFeature
+
+    longest = max(int(part["input_ids"].shape[1]) for part in parts)
+    left = processor.tokenizer.padding_side == "left"
+
+    def padded(name: str, value: int) -> Any:
+        rows = []
+        for part in parts:
+            row = part[name]
+            fill = torch.full((1, longest - row.shape[1]), value, dtype=row.dtype)
+            rows.append(torch.cat([fill, row] if left else [row, fill], dim=1))
+        return torch.cat(rows)
+
+    batch: dict[str, Any] = {}
+    for name, first in parts[0].items():
+        if name == "pixel_values":
+            rows = [part[name][0] for part in parts]
+            batch[name] = torch.nn.utils.rnn.pad_sequence(rows, batch_first=True)
+        elif first.dim() == 2 and first.shape[1] == parts[0]["input_ids"].shape[1]:
+            pad = processor.tokenizer.pad_token_id if name == "input_ids" else 0
+            batch[name] = padded(name, pad)
+        else:
+            batch[name] = torch.cat([part[name] for part in parts])
+    return BatchFeature(batch)
+
+
 @cache
 def _image_only_processor_class() -> Any:
     """``ColQwen2Processor`` without the video processor (which needs torchvision).
@@ -194,6 +241,8 @@ class ColQwen2Embedder:
         self._load_lock = threading.Lock()
         # Serialises forward passes: the model caches rope_deltas between calls (module doc).
         self._forward_lock = threading.Lock()
+        self._prepare_pool: ThreadPoolExecutor | None = None
+        self._thread_state = threading.local()
 
     @classmethod
     def from_loaded(
@@ -234,12 +283,21 @@ class ColQwen2Embedder:
         self.warm_up()
         costs = [self._page_cost(image.size) for image in images]
         results: list[PageEmbedding | None] = [None] * len(images)
-        for batch in group_by_token_budget(costs, self.options.page_batch_tokens):
-            for index, page in zip(
-                batch, self._embed_page_batch([images[i] for i in batch]), strict=True
-            ):
+        batches = group_by_token_budget(costs, self.options.page_batch_tokens)
+        pending = self._start_preparing([images[i] for i in batches[0]])
+        for number, batch in enumerate(batches):
+            inputs = self._prepared(pending)
+            if number + 1 < len(batches):  # prepared while the model runs this batch
+                pending = self._start_preparing([images[i] for i in batches[number + 1]])
+            for index, page in zip(batch, self.embed_prepared(inputs), strict=True):
                 results[index] = page
         return [page for page in results if page is not None]
+
+    def close(self) -> None:
+        """Stop the page-preparing threads (they also end with the process)."""
+        if self._prepare_pool is not None:
+            self._prepare_pool.shutdown(wait=False, cancel_futures=True)
+            self._prepare_pool = None
 
     def embed_queries(self, texts: Sequence[str]) -> list[npt.NDArray[np.float32]]:
         """One float32 ``[tokens, dim]`` matrix per query (its own tokens, padding dropped)."""
@@ -261,20 +319,58 @@ class ColQwen2Embedder:
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _embed_page_batch(self, images: Sequence[Image.Image]) -> list[PageVectors]:
+    def _prepare_workers(self) -> int:
+        return self.options.prepare_workers or min(DEFAULT_PREPARE_WORKERS, os.cpu_count() or 1)
+
+    def _start_preparing(self, images: list[Image.Image]) -> list[Future[Any]] | list[Image.Image]:
+        """Submit each page's preparation to the pool; in line (nothing submitted) with one
+        worker or one page."""
+        workers = self._prepare_workers()
+        if workers <= 1 or len(images) <= 1:
+            return images
+        if self._prepare_pool is None:
+            with self._load_lock:
+                if self._prepare_pool is None:
+                    self._prepare_pool = ThreadPoolExecutor(
+                        workers, thread_name_prefix="colqwen2-prepare"
+                    )
+        return [self._prepare_pool.submit(self._prepare_one, image) for image in images]
+
+    def _prepare_one(self, image: Image.Image) -> Any:
+        """One page through this thread's own copy of the processor: a fast tokenizer's
+        padding settings are state that concurrent calls would share ("Already borrowed")."""
+        processor = getattr(self._thread_state, "processor", None)
+        if processor is None:
+            processor = self._thread_state.processor = copy.deepcopy(self._processor)
+        return processor.process_images([image])
+
+    def prepare_pages(self, images: Sequence[Image.Image]) -> Any:
+        """The processor output for ``images`` as one batch, prepared as :meth:`embed_pages`
+        prepares a batch (benchmarks time it apart from the model)."""
+        self.warm_up()
+        return self._prepared(self._start_preparing(list(images)))
+
+    def _prepared(self, pending: list[Future[Any]] | list[Image.Image]) -> Any:
+        """The batch's processor output (``BatchFeature``), from submitted tasks or in line."""
         try:
-            inputs = self._processor.process_images(list(images))
+            if pending and isinstance(pending[0], Future):
+                parts = [future.result() for future in pending]
+                return collate_pages(self._processor, parts)
+            return self._processor.process_images(list(pending))
         except (OSError, ValueError) as exc:  # unreadable or unsupported image data
             raise PageSightError(
                 ErrorCode.EMBED_FAILED, Stage.EMBED, f"page image could not be processed: {exc}"
             ) from exc
+
+    def embed_prepared(self, inputs: Any) -> list[PageVectors]:
+        """Page vectors of one batch made by :meth:`prepare_pages`, in its order."""
         vectors = self._forward(inputs)
         keep = inputs["attention_mask"].numpy().astype(bool)
         input_ids = inputs["input_ids"].numpy()
         grids = inputs["image_grid_thw"].numpy()
         merge = int(self._processor.image_processor.merge_size)
         pages: list[PageVectors] = []
-        for i in range(len(images)):
+        for i in range(len(grids)):
             image_mask = input_ids[i][keep[i]] == self._processor.image_token_id
             grid = (int(grids[i][1]) // merge, int(grids[i][2]) // merge)
             if int(image_mask.sum()) != grid[0] * grid[1]:

@@ -24,6 +24,7 @@ from pagesight.models.colqwen import (
     QUERY_AUGMENTATION_TOKENS,
     ColQwen2Embedder,
     PageVectors,
+    collate_pages,
     group_by_token_budget,
     load_colqwen2_processor,
     patch_boxes,
@@ -153,6 +154,58 @@ def test_token_budget_batches_equal_one_batch(
     for split, whole in zip(small.embed_pages(MIXED_PAGES), mixed, strict=True):
         assert split.grid == whole.grid
         np.testing.assert_allclose(split.vectors, whole.vectors, atol=1e-4)
+
+
+def test_pages_prepared_one_by_one_collate_to_the_batch_output(tiny_dir: Path) -> None:
+    """Padding side and id, mask, zero-padded pixel rows and grids: every tensor equal to what
+    the processor gives for the whole batch of mixed sizes."""
+    processor = load_colqwen2_processor(str(tiny_dir), local_files_only=True)
+    set_max_visual_tokens(processor, TINY_MAX_VISUAL_TOKENS)
+    whole = processor.process_images(MIXED_PAGES)
+    joined = collate_pages(processor, [processor.process_images([page]) for page in MIXED_PAGES])
+    assert sorted(joined.keys()) == sorted(whole.keys())
+    for name in whole:
+        assert joined[name].dtype == whole[name].dtype, name
+        assert joined[name].equal(whole[name]), name
+
+
+def test_prepared_on_threads_and_ahead_equals_in_line(
+    options: VisualEmbedderOptions, mixed: list[PageEmbedding]
+) -> None:
+    """Three batches (of 2, 2 and 1 pages), pages prepared on 3 threads and the next batch
+    prepared while the model runs: the same vectors as preparing in line."""
+    serial = ColQwen2Embedder(options.model_copy(update={"prepare_workers": 1}))
+    threaded = ColQwen2Embedder(
+        options.model_copy(update={"prepare_workers": 3, "page_batch_tokens": 150})
+    )
+    try:
+        in_line = serial.embed_pages(MIXED_PAGES)
+        ahead = threaded.embed_pages(MIXED_PAGES)
+        assert threaded._prepare_pool is not None  # the threads did the work
+        for a, b, c in zip(ahead, in_line, mixed, strict=True):
+            assert a.grid == b.grid == c.grid
+            np.testing.assert_allclose(a.vectors, b.vectors, atol=1e-5)
+    finally:
+        threaded.close()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_an_unreadable_page_is_embed_failed_in_line_and_on_threads(
+    options: VisualEmbedderOptions, workers: int
+) -> None:
+    import io
+
+    data = io.BytesIO()
+    _page(5, 300, 400).save(data, format="PNG")
+    truncated = Image.open(io.BytesIO(data.getvalue()[: len(data.getvalue()) // 2]))
+    embedder = ColQwen2Embedder(options.model_copy(update={"prepare_workers": workers}))
+    try:
+        with pytest.raises(PageSightError) as caught:
+            embedder.embed_pages([MIXED_PAGES[0], truncated])
+        assert caught.value.code == ErrorCode.EMBED_FAILED
+        assert "could not be processed" in caught.value.message
+    finally:
+        embedder.close()
 
 
 def test_group_by_token_budget() -> None:
@@ -338,6 +391,35 @@ def _text_page(lines: list[str]) -> Image.Image:
     for n, line in enumerate(lines):
         draw.text((100, 150 + 90 * n), line, fill="black", font=font)
     return page
+
+
+def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.einsum("ij,ij->i", a, b)  # rows are unit length
+
+
+@pytest.mark.gpu
+def test_tiny_model_on_cuda_gives_the_cpu_vectors(
+    options: VisualEmbedderOptions, mixed: list[PageEmbedding], embedder: ColQwen2Embedder
+) -> None:
+    """The whole embedder on a GPU, loaded from the same checkpoint: float32 gives the CPU's
+    rows (up to TF32 convolutions), bfloat16 (the GPU default) the same grids and masks with
+    rows close to them. Needs no real weights, so every GPU machine runs it."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    cpu_queries = embedder.embed_queries(QUERIES)
+    for dtype, floor in (("float32", 0.999), ("auto", 0.9)):
+        on_gpu = ColQwen2Embedder(options.model_copy(update={"device": "cuda", "dtype": dtype}))
+        pages = on_gpu.embed_pages(MIXED_PAGES)
+        assert [p.grid for p in pages] == [p.grid for p in mixed]
+        for gpu_page, cpu_page in zip(pages, mixed, strict=True):
+            assert np.array_equal(gpu_page.image_mask, cpu_page.image_mask)
+            assert _cosines(gpu_page.vectors, cpu_page.vectors).mean() >= floor, dtype
+        queries = on_gpu.embed_queries(QUERIES)
+        for gpu_query, cpu_query in zip(queries, cpu_queries, strict=True):
+            assert gpu_query.shape == cpu_query.shape
+            assert _cosines(gpu_query, cpu_query).mean() >= floor, dtype
 
 
 @pytest.mark.gpu

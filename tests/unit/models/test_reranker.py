@@ -264,3 +264,20 @@ def test_fused_score_ranker_is_a_pass_through() -> None:
     assert scores.dtype == np.float32
     np.testing.assert_allclose(scores, [1.0, 0.5, 1 / 3], rtol=1e-6)
     assert plain.score(QUERY, []).shape == (0,)
+
+
+@pytest.mark.gpu
+def test_scores_on_cuda_follow_the_cpu_scores(
+    tiny_dir: Path, reranker: CrossEncoderReranker
+) -> None:
+    """On a GPU the reranker runs in bfloat16 (float16 where bf16 is missing): its scores
+    stay float32 on the CPU side and within bf16 rounding of the float32 CPU scores."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    on_gpu = CrossEncoderReranker(RerankerOptions(model=str(tiny_dir), device="cuda"))
+    cpu_scores = reranker.score(QUERY, PASSAGES)
+    gpu_scores = on_gpu.score(QUERY, PASSAGES)
+    assert gpu_scores.dtype == np.float32 and gpu_scores.shape == cpu_scores.shape
+    np.testing.assert_allclose(gpu_scores, cpu_scores, atol=0.05 * float(np.abs(cpu_scores).max()))
