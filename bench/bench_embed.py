@@ -17,8 +17,9 @@ Per batch size B the report gives:
   (one page per task on ``prepare_workers`` threads); ``device_s``: the model alone on the
   prepared batch (``embed_prepared``), synchronised. Each the median of the same number of runs.
 * ``stream`` (``--stream-pages N``): N pages in one ``embed_pages`` call with the default token
-  budget per forward pass, pages prepared in line and then on threads with the next batch
-  prepared while the model runs: the bulk-job figure.
+  budget per forward pass, pages prepared in line, then on threads with the next batch
+  prepared while the model runs, then (GPU with torchvision) also resized on the GPU: the
+  bulk-job figure. The batch rows prepare as the settings' defaults do (``prepare_device``).
 * ``mfu``: model FLOPs per batch / ``device_s`` / peak FLOP/s. FLOPs per page are counted
   analytically (multiply-add = 2 FLOPs; norms, activations, softmax and rotary are left out):
 
@@ -355,6 +356,7 @@ def main(argv: list[str] | None = None) -> int:
         "flops_formula": "see bench/bench_embed.py module docstring",
         "parameters": parameter_counts(model),
         "image_processor": type(processor.image_processor).__name__,
+        "prepare_device": getattr(processor.image_processor, "device", None) or "cpu",
         "peak_tflops": round(peak_tflops, 3),
         "peak_source": peak_source,
         "matmul_tflops_measured": round(matmul_tflops, 3),
@@ -403,20 +405,28 @@ def bench_stream(
     torch: Any, model: Any, processor: Any, options: Any, count: int
 ) -> dict[str, Any]:
     """``count`` pages through one ``embed_pages`` call with the default token budget per
-    forward pass: what a bulk job sees, pages prepared on threads and the next batch prepared
-    while the model runs (``prepare_workers`` 1 turns both off, for comparison)."""
+    forward pass, what a bulk job sees: pages prepared in line on the CPU, on threads with the
+    next batch prepared while the model runs, and (with the torchvision-based processor on a
+    GPU) the same with resizing and normalising on the GPU."""
     from pagesight.core.settings import VisualEmbedderOptions
-    from pagesight.models.colqwen import ColQwen2Embedder
+    from pagesight.models.colqwen import ColQwen2Embedder, prepares_on_model_device
 
     default_budget = VisualEmbedderOptions.model_fields["page_batch_tokens"].default
     pages = synthetic_pages(count, seed=1)
     result: dict[str, Any] = {"pages": count, "page_batch_tokens": default_budget}
-    for label, workers in (("in_line", 1), ("threads", 0)):
+    variants = [("in_line", 1, "cpu"), ("threads", 0, "cpu")]
+    if prepares_on_model_device("auto", processor, options.device):
+        variants.append(("threads_on_device", 0, "model"))
+    for label, workers, where in variants:
         embedder = ColQwen2Embedder.from_loaded(
             model,
             processor,
             options.model_copy(
-                update={"page_batch_tokens": default_budget, "prepare_workers": workers}
+                update={
+                    "page_batch_tokens": default_budget,
+                    "prepare_workers": workers,
+                    "prepare_device": where,
+                }
             ),
         )
         embedder.embed_pages(pages[: min(count, 16)])  # warm-up: threads and their processors

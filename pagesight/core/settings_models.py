@@ -92,6 +92,14 @@ class VisualEmbedderOptions(BaseModel):
             "the next batch while the model runs; 0 = one per CPU core up to 8, 1 = in line"
         ),
     )
+    prepare_device: Literal["auto", "cpu", "model"] = Field(
+        default="auto",
+        description=(
+            "where page images are resized and normalised: model = on the model's device (needs "
+            "the torchvision-based image processor); auto = there when it is a GPU and that "
+            "processor is loaded, else on the CPU"
+        ),
+    )
     attn_implementation: Literal["sdpa", "eager", "flash_attention_2"] | None = Field(
         default=None, description="unset = transformers' default (sdpa)"
     )

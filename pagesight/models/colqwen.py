@@ -23,12 +23,14 @@ Batching: pages are grouped by a token budget (``page_batch_tokens``), not a fix
 the language model pads every page of a batch to its longest; pages are sorted by size first so
 similar pages share a batch. A page's cost is its visual tokens plus the prompt's text tokens.
 
-Preparing pages (the Qwen2-VL image processor: resize, rescale, normalise, patchify, in PIL and
-numpy on the CPU) costs ~40 ms a 1344 × 1792 page, as much as an H200 spends running the model on
-it, so done in line it halved GPU throughput (``bench/bench_embed.py``). Pages are therefore
-prepared one per task on a thread pool (``prepare_workers``; PIL and numpy release the GIL), and
-the next batch is prepared while the model runs the current one. :func:`collate_pages` joins the
-single-page outputs into exactly what ``process_images`` gives for the whole batch.
+Preparing pages (the Qwen2-VL image processor: resize, rescale, normalise, patchify) costs
+~40 ms a 1344 × 1792 page on the CPU, more than an H200 spends running the model on it (~26 ms),
+so done in line it held GPU throughput to ~15 pages/s (``bench/bench_embed.py``). Pages are
+therefore prepared one per task on a thread pool (``prepare_workers``; PIL, numpy and torch
+release the GIL), and the next batch is prepared while the model runs the current one;
+:func:`collate_pages` joins the single-page outputs into exactly what ``process_images`` gives for
+the whole batch. With the torchvision-based image processor on a GPU, the resizing and
+normalising run on the GPU too (``prepare_device``).
 
 Weights: ``model`` is a local directory or a hub id; with ``HF_HUB_OFFLINE=1`` a hub id must
 already be in the Hugging Face cache. ``vidore/colqwen2-v1.0`` is a LoRA adapter over
@@ -142,6 +144,24 @@ def group_by_token_budget(costs: Sequence[int], budget: int) -> list[list[int]]:
     return batches
 
 
+def prepares_on_model_device(setting: str, processor: Any, device: Any) -> bool:
+    """Whether page images are resized and normalised on the model's device: ``setting`` is
+    ``VisualEmbedderOptions.prepare_device``. Only the torchvision-based ("fast") image
+    processor can; asked to with the other one, that is a configuration error."""
+    from transformers.image_processing_utils_fast import BaseImageProcessorFast
+
+    fast = isinstance(processor.image_processor, BaseImageProcessorFast)
+    if setting == "model" and not fast:
+        raise PageSightError(
+            ErrorCode.EMBED_FAILED,
+            Stage.EMBED,
+            "PAGESIGHT_VISUAL__PREPARE_DEVICE=model needs the torchvision-based image processor "
+            f"({type(processor.image_processor).__name__} is loaded: install torchvision)",
+        )
+    on_gpu = str(device).startswith("cuda")
+    return setting == "model" or (setting == "auto" and fast and on_gpu)
+
+
 #: Most threads that prepare page images by default (``prepare_workers`` 0).
 DEFAULT_PREPARE_WORKERS = 8
 
@@ -162,7 +182,9 @@ def collate_pages(processor: Any, parts: Sequence[Any]) -> Any:
         rows = []
         for part in parts:
             row = part[name]
-            fill = torch.full((1, longest - row.shape[1]), value, dtype=row.dtype)
+            fill = torch.full(
+                (1, longest - row.shape[1]), value, dtype=row.dtype, device=row.device
+            )
             rows.append(torch.cat([fill, row] if left else [row, fill], dim=1))
         return torch.cat(rows)
 
@@ -313,7 +335,7 @@ class ColQwen2Embedder:
             batch = [prefix + text + suffix for text in texts[start : start + size]]
             inputs = processor.process_texts(batch)
             vectors = self._forward(inputs)
-            keep = inputs["attention_mask"].numpy().astype(bool)
+            keep = inputs["attention_mask"].cpu().numpy().astype(bool)
             out.extend(_normalised(vectors[i][keep[i]], self.model_id) for i in range(len(batch)))
         return out
 
@@ -365,9 +387,9 @@ class ColQwen2Embedder:
     def embed_prepared(self, inputs: Any) -> list[PageVectors]:
         """Page vectors of one batch made by :meth:`prepare_pages`, in its order."""
         vectors = self._forward(inputs)
-        keep = inputs["attention_mask"].numpy().astype(bool)
-        input_ids = inputs["input_ids"].numpy()
-        grids = inputs["image_grid_thw"].numpy()
+        keep = inputs["attention_mask"].cpu().numpy().astype(bool)
+        input_ids = inputs["input_ids"].cpu().numpy()
+        grids = inputs["image_grid_thw"].cpu().numpy()
         merge = int(self._processor.image_processor.merge_size)
         pages: list[PageVectors] = []
         for i in range(len(grids)):
@@ -473,6 +495,10 @@ class ColQwen2Embedder:
 
     def _attach(self, model: Any, processor: Any, device: Any) -> None:
         set_max_visual_tokens(processor, self.options.max_num_visual_tokens)
+        on_device = prepares_on_model_device(self.options.prepare_device, processor, device)
+        if on_device or getattr(processor.image_processor, "device", None) is not None:
+            # a fast image processor reads its call defaults from its attributes
+            processor.image_processor.device = str(device) if on_device else None
         prompt_ids = processor.tokenizer(processor.visual_prompt_prefix)["input_ids"]
         self._prompt_tokens = len(prompt_ids) - 1  # the one <|image_pad|> expands to the patches
         self._processor = processor

@@ -28,6 +28,7 @@ from pagesight.models.colqwen import (
     group_by_token_budget,
     load_colqwen2_processor,
     patch_boxes,
+    prepares_on_model_device,
     set_max_visual_tokens,
 )
 from pagesight.models.testing.tiny_colqwen import TINY_MAX_VISUAL_TOKENS, build_tiny_colqwen2
@@ -206,6 +207,29 @@ def test_an_unreadable_page_is_embed_failed_in_line_and_on_threads(
         assert "could not be processed" in caught.value.message
     finally:
         embedder.close()
+
+
+def test_where_pages_are_prepared(tiny_dir: Path) -> None:
+    """On the model's GPU only with the torchvision-based image processor (auto), or when
+    asked; asked with the other processor, a clear EMBED_FAILED error."""
+    from types import SimpleNamespace
+
+    from transformers.image_processing_utils_fast import BaseImageProcessorFast
+
+    class FastStandIn(BaseImageProcessorFast):
+        """Its type is all that is read; the real one needs torchvision to be built."""
+
+    slow = load_colqwen2_processor(str(tiny_dir), local_files_only=True)
+    fast = SimpleNamespace(image_processor=FastStandIn.__new__(FastStandIn))
+    assert prepares_on_model_device("auto", fast, "cuda:0")
+    assert not prepares_on_model_device("auto", fast, "cpu")
+    assert not prepares_on_model_device("auto", slow, "cuda")
+    assert not prepares_on_model_device("cpu", fast, "cuda")
+    assert prepares_on_model_device("model", fast, "cuda")
+    with pytest.raises(PageSightError) as caught:
+        prepares_on_model_device("model", slow, "cuda")
+    assert caught.value.code == ErrorCode.EMBED_FAILED
+    assert "torchvision" in caught.value.message
 
 
 def test_group_by_token_budget() -> None:
