@@ -93,11 +93,11 @@ class VisualEmbedderOptions(BaseModel):
         ),
     )
     prepare_device: Literal["auto", "cpu", "model"] = Field(
-        default="auto",
+        default="cpu",
         description=(
             "where page images are resized and normalised: model = on the model's device (needs "
             "the torchvision-based image processor); auto = there when it is a GPU and that "
-            "processor is loaded, else on the CPU"
+            "processor is loaded, else on the CPU. cpu by default until the GPU path is measured"
         ),
     )
     attn_implementation: Literal["sdpa", "eager", "flash_attention_2"] | None = Field(

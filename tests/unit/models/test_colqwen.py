@@ -427,23 +427,31 @@ def test_tiny_model_on_cuda_gives_the_cpu_vectors(
 ) -> None:
     """The whole embedder on a GPU, loaded from the same checkpoint: float32 gives the CPU's
     rows (up to TF32 convolutions), bfloat16 (the GPU default) the same grids and masks with
-    rows close to them. Needs no real weights, so every GPU machine runs it."""
+    rows close to them, and so do pages resized on the GPU (torchvision's processor). Needs no
+    real weights, so every GPU machine runs it."""
     import torch
+
+    from pagesight.models.testing.tiny_colqwen import torchvision_works
 
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
     cpu_queries = embedder.embed_queries(QUERIES)
-    for dtype, floor in (("float32", 0.999), ("auto", 0.9)):
-        on_gpu = ColQwen2Embedder(options.model_copy(update={"device": "cuda", "dtype": dtype}))
+    runs = [("float32", "cpu", 0.999), ("auto", "cpu", 0.9)]
+    if torchvision_works():
+        runs.append(("float32", "model", 0.98))
+    for dtype, where, floor in runs:
+        on_gpu = ColQwen2Embedder(
+            options.model_copy(update={"device": "cuda", "dtype": dtype, "prepare_device": where})
+        )
         pages = on_gpu.embed_pages(MIXED_PAGES)
         assert [p.grid for p in pages] == [p.grid for p in mixed]
         for gpu_page, cpu_page in zip(pages, mixed, strict=True):
             assert np.array_equal(gpu_page.image_mask, cpu_page.image_mask)
-            assert _cosines(gpu_page.vectors, cpu_page.vectors).mean() >= floor, dtype
+            assert _cosines(gpu_page.vectors, cpu_page.vectors).mean() >= floor, (dtype, where)
         queries = on_gpu.embed_queries(QUERIES)
         for gpu_query, cpu_query in zip(queries, cpu_queries, strict=True):
             assert gpu_query.shape == cpu_query.shape
-            assert _cosines(gpu_query, cpu_query).mean() >= floor, dtype
+            assert _cosines(gpu_query, cpu_query).mean() >= floor, (dtype, where)
 
 
 @pytest.mark.gpu
