@@ -592,7 +592,8 @@ class PagePointEmbedder:
         """One list of page points per document, in order. Page images are decoded ``batch``
         at a time on a few threads, the next batch while the model embeds this one: decoding a
         stored PNG page (~15 ms on one core) costs half of what an H200 spends embedding it
-        (~26 ms), so in line it left the GPU idle a third of the time. At most two batches of images are held (bounds image memory)."""
+        (~26 ms), so in line it left the GPU idle a third of the time. At most two batches of
+        images are held (bounds image memory)."""
         pages = [
             (index, page)
             for index, (parsed, _) in enumerate(documents)
