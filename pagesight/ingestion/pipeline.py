@@ -161,7 +161,14 @@ class DocumentParser:
         title_texts: dict[int, dict[str, Any]] = {}
         with writer or contextlib.nullcontext():
             pages, blocks = self._read_pages(
-                doc, document, renderer, writer, ocr_pages, warnings, progress, title_texts
+                doc,
+                document,
+                renderer,
+                writer,
+                {n: s.chars for n, s in stats.items() if n not in ocr_pages},
+                warnings,
+                progress,
+                title_texts,
             )
             if writer is not None:
                 for n, page in pages.items():
@@ -198,15 +205,16 @@ class DocumentParser:
         document: Document,
         renderer: Renderer,
         writer: BackgroundImageWriter | None,
-        ocr_pages: set[int],
+        text_pages: dict[int, int],
         warnings: list[ParseWarning],
         progress: ProgressCallback | None,
         title_texts: dict[int, dict[str, Any]],
     ) -> tuple[dict[int, Page], dict[int, list[RawBlock]]]:
-        """Page records and raw blocks of every page: text-layer pages in batches (plain ones
-        from their fonts, the others through the layout model, while their images are encoded
-        in the background), then image-only pages through OCR. The text layers of the first
-        pages are kept in ``title_texts`` (the title is chosen from their font sizes)."""
+        """Page records and raw blocks of every page: text-layer pages (``text_pages``, with
+        the characters of their text layer) in batches (plain ones from their fonts, the others
+        through the layout model, while their images are encoded in the background), then the
+        other pages through OCR. The text layers of the first pages are kept in ``title_texts``
+        (the title is chosen from their font sizes)."""
         from pagesight.ingestion.parse.pdf import (
             LayoutPageParser,
             margin_text,
@@ -218,7 +226,8 @@ class DocumentParser:
 
         options = self.settings.parse
         total = doc.page_count
-        layout_pages = [n for n in range(1, total + 1) if n not in ocr_pages]
+        layout_pages = sorted(text_pages)
+        ocr_pages = [n for n in range(1, total + 1) if n not in text_pages]
         pages: dict[int, Page] = {}
         blocks: dict[int, list[RawBlock]] = {}
         done = 0
@@ -247,7 +256,7 @@ class DocumentParser:
             model_pages = [n for n in batch if n not in plain]
             try:
                 if model_pages:
-                    blocks.update(layout.parse(doc, model_pages))
+                    blocks.update(layout.parse(doc, model_pages, text_pages))
             except Exception as exc:  # the layout model failing costs these pages' structure
                 log.warning("layout model failed on pages %s: %s", model_pages, exc)
                 for n in model_pages:
@@ -259,7 +268,7 @@ class DocumentParser:
             for n in batch:
                 pages[n].margin_text = page_margin_text(doc.load_page(n - 1), texts[n])
                 advance()
-        for n in sorted(ocr_pages):
+        for n in ocr_pages:
             page = self._page(document, renderer, n, False, writer)
             page.parser = self.ocr_engine.name
             try:

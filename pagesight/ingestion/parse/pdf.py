@@ -17,7 +17,7 @@ import io
 import logging
 import re
 import statistics
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -129,10 +129,15 @@ class PageTextStats:
     has_graphics: bool
 
 
+def text_layer_chars(page: pymupdf.Page) -> int:
+    """Characters of the page's text layer, whitespace left out."""
+    return len("".join(page.get_text("text").split()))
+
+
 def page_text_stats(page: pymupdf.Page) -> PageTextStats:
     import pymupdf
 
-    chars = len("".join(page.get_text("text").split()))
+    chars = text_layer_chars(page)
     area = abs(page.rect) or 1.0
     covered = pymupdf.Rect()
     rects = [pymupdf.Rect(info["bbox"]) & page.rect for info in page.get_image_info()]
@@ -252,11 +257,17 @@ class LayoutPageParser:
     def __init__(self, threads: int = 0) -> None:
         self.threads = threads
 
-    def parse(self, doc: pymupdf.Document, page_numbers: list[int]) -> dict[int, list[RawBlock]]:
+    def parse(
+        self,
+        doc: pymupdf.Document,
+        page_numbers: list[int],
+        page_chars: Mapping[int, int] | None = None,
+    ) -> dict[int, list[RawBlock]]:
         """Blocks per 1-based page number, in reading order.
 
         Callers pass pages in modest batches: the model keeps every page's text dict of a call
-        in memory until it returns.
+        in memory until it returns. ``page_chars``: each page's :class:`PageTextStats` ``chars``
+        where the caller has them (read again here otherwise: a MuPDF text page, ~6 ms).
         """
         from pymupdf4llm.helpers import document_layout
 
@@ -274,16 +285,20 @@ class LayoutPageParser:
         for page_layout in parsed.pages:
             blocks = [b for box in page_layout.boxes if (b := self._block(box)) is not None]
             page = doc.load_page(page_layout.page_number - 1)
-            out[page_layout.page_number] = self._with_fallback(page, blocks)
+            chars = (page_chars or {}).get(page_layout.page_number)
+            out[page_layout.page_number] = self._with_fallback(page, blocks, chars)
         return out
 
-    def _with_fallback(self, page: pymupdf.Page, blocks: list[RawBlock]) -> list[RawBlock]:
+    def _with_fallback(
+        self, page: pymupdf.Page, blocks: list[RawBlock], page_chars: int | None = None
+    ) -> list[RawBlock]:
         """Use the plain text blocks when the layout model missed most of the text layer.
 
         The model skips text on tiny or unusual pages (a 200x50 pt label, a one-line page);
         losing text silently is worse than losing structure.
         """
-        page_chars = len("".join(page.get_text("text").split()))
+        if page_chars is None:
+            page_chars = text_layer_chars(page)
         found = sum(len("".join(b.text.split())) for b in blocks)
         if page_chars == 0 or found >= 0.5 * page_chars:
             return blocks
