@@ -11,6 +11,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from pagesight.core.ids import make_doc_id
 from pagesight.core.protocols import CatalogRepository, PageEmbedder, TextEmbedder
@@ -39,6 +40,9 @@ from pagesight.query.planner import build_planner
 from pagesight.query.retrieval import Retriever
 from pagesight.query.structure_cache import CachedStructures
 from pagesight.store.catalog import open_catalog
+
+if TYPE_CHECKING:
+    from pagesight.models.colqwen import ColQwen2Embedder
 
 #: opens the live store of one index (name, the schema this process needs); the default is
 #: :func:`pagesight.index.live.open_live_store` on this process's settings
@@ -104,12 +108,14 @@ class LocalStack:
                 f"{self.embedder.model_id!r}: both must be the same model"
             )
         self.page_embedder: PageEmbedder | None = page_embedder
+        #: the page embedder this stack built (and so closes); one passed in is the caller's
+        self._own_page_embedder: ColQwen2Embedder | None = None
         self.page_store: VectorStore | None = None
         if settings.visual.active:
             if self.page_embedder is None:
                 from pagesight.models.colqwen import ColQwen2Embedder
 
-                self.page_embedder = ColQwen2Embedder(settings.visual)
+                self.page_embedder = self._own_page_embedder = ColQwen2Embedder(settings.visual)
             self.page_store = open_store(
                 PAGE_COLLECTION,
                 IndexSchema.for_pages(
@@ -185,6 +191,8 @@ class LocalStack:
     def close(self) -> None:
         if self.planner_llm is not None:
             self.planner_llm.close()
+        if self._own_page_embedder is not None:
+            self._own_page_embedder.close()  # its page-preparing threads
         self.store.close()
         if self.page_store is not None:
             self.page_store.close()

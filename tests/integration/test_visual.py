@@ -92,3 +92,27 @@ def test_replace_and_delete_clean_the_page_index(stack: LocalStack, docs: Path) 
     assert versions == {second.version}
     stack.ingestor.delete("default", first.doc_id)
     assert stack.page_store.points_of_document("default", first.doc_id) == []
+
+
+def test_the_stack_stops_the_page_embedder_it_built(tmp_path: Path, tiny_model: Path) -> None:
+    """Embedding pages starts the embedder's page-preparing threads; closing the stack that
+    built the embedder stops them, while an embedder passed in stays its caller's."""
+    from PIL import Image
+
+    from pagesight.models.colqwen import ColQwen2Embedder
+
+    pages = [Image.new("RGB", (300, 400), "white"), Image.new("RGB", (400, 300), "white")]
+    options = VisualEmbedderOptions(model=str(tiny_model), device="cpu", prepare_workers=2)
+    with LocalStack(Settings(data_dir=tmp_path / "own", visual=options)) as stack:
+        built = stack.page_embedder
+        assert isinstance(built, ColQwen2Embedder)
+        built.embed_pages(pages)
+        assert built._prepare_pool is not None
+    assert built._prepare_pool is None
+    given = ColQwen2Embedder(options)
+    given.embed_pages(pages)
+    with LocalStack(Settings(data_dir=tmp_path / "given", visual=options), page_embedder=given):
+        pass
+    assert given._prepare_pool is not None
+    given.close()
+    assert given._prepare_pool is None
