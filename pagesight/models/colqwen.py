@@ -26,11 +26,13 @@ similar pages share a batch. A page's cost is its visual tokens plus the prompt'
 Preparing pages (the Qwen2-VL image processor: resize, rescale, normalise, patchify) costs
 ~40 ms a 1344 × 1792 page on the CPU, more than an H200 spends running the model on it (~26 ms),
 so done in line it held GPU throughput to ~15 pages/s (``bench/bench_embed.py``). Pages are
-therefore prepared one per task on a thread pool (``prepare_workers``; PIL, numpy and torch
-release the GIL), and the next batch is prepared while the model runs the current one;
-:func:`collate_pages` joins the single-page outputs into exactly what ``process_images`` gives for
-the whole batch. With the torchvision-based image processor on a GPU, the resizing and
-normalising run on the GPU too (``prepare_device``).
+therefore prepared one per task on a thread pool (``prepare_workers``), and the next batch is
+submitted before the model runs the current one; :func:`collate_pages` joins the single-page
+outputs into exactly what ``process_images`` gives for the whole batch. On the H200 that made
+~24 pages/s, but the preparing did not overlap the forward pass there (most likely the GIL: the
+forward pass launches its kernels from Python). With the torchvision-based image processor the
+resizing and normalising can run on the GPU instead (``prepare_device``; not measured yet, so
+off by default).
 
 Weights: ``model`` is a local directory or a hub id; with ``HF_HUB_OFFLINE=1`` a hub id must
 already be in the Hugging Face cache. ``vidore/colqwen2-v1.0`` is a LoRA adapter over
