@@ -430,11 +430,10 @@ def bench_stream(
             ),
         )
         embedder.embed_pages(pages[: min(count, 16)])  # warm-up: threads and their processors
-        device = options.device
-        sync(torch, device)
+        sync(torch, options.device)
         started = time.perf_counter()
         embedder.embed_pages(pages)
-        sync(torch, device)
+        sync(torch, options.device)
         result[f"{label}_pages_per_s"] = round(count / (time.perf_counter() - started), 3)
         embedder.close()
     return result

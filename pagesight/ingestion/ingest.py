@@ -27,6 +27,7 @@ import numpy as np
 from pagesight.core.errors import ErrorCode, PageSightError, Stage
 from pagesight.core.identity import first_pages, identity_of
 from pagesight.core.ids import check_doc_id, file_version, make_doc_id, point_id
+from pagesight.core.pipelining import one_batch_ahead
 from pagesight.core.protocols import (
     CatalogRepository,
     PageEmbedder,
@@ -602,14 +603,12 @@ class PagePointEmbedder:
         ]
         found: list[list[IndexPoint]] = [[] for _ in documents]
         batches = [pages[start : start + self.batch] for start in range(0, len(pages), self.batch)]
-        if not batches:
-            return found
         with ThreadPoolExecutor(_DECODE_WORKERS, thread_name_prefix="page-decode") as pool:
-            pending = [pool.submit(self._decode, page) for _, page in batches[0]]
-            for number, batch in enumerate(batches):
-                images = [future.result() for future in pending]
-                if number + 1 < len(batches):
-                    pending = [pool.submit(self._decode, page) for _, page in batches[number + 1]]
+            for batch, images in one_batch_ahead(
+                batches,
+                lambda batch: [pool.submit(self._decode, page) for _, page in batch],
+                lambda pending: [future.result() for future in pending],
+            ):
                 embedded_pages = self.page_embedder.embed_pages(images)
                 for (index, page), embedded in zip(batch, embedded_pages, strict=True):
                     parsed, acl = documents[index]

@@ -72,6 +72,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pagesight.core.errors import ErrorCode, PageSightError, Stage
+from pagesight.core.pipelining import one_batch_ahead
 from pagesight.core.protocols import PageEmbedding
 from pagesight.core.settings import VisualEmbedderOptions
 from pagesight.models.hf import (
@@ -308,11 +309,9 @@ class ColQwen2Embedder:
         costs = [self._page_cost(image.size) for image in images]
         results: list[PageEmbedding | None] = [None] * len(images)
         batches = group_by_token_budget(costs, self.options.page_batch_tokens)
-        pending = self._start_preparing([images[i] for i in batches[0]])
-        for number, batch in enumerate(batches):
-            inputs = self._prepared(pending)
-            if number + 1 < len(batches):  # prepared while the model runs this batch
-                pending = self._start_preparing([images[i] for i in batches[number + 1]])
+        for batch, inputs in one_batch_ahead(
+            batches, lambda batch: self._start_preparing([images[i] for i in batch]), self._prepared
+        ):
             for index, page in zip(batch, self.embed_prepared(inputs), strict=True):
                 results[index] = page
         return [page for page in results if page is not None]
