@@ -26,6 +26,7 @@ from pagesight.core.errors import ErrorCode, PageSightError, Stage
 from pagesight.core.settings import ParseOptions
 from pagesight.core.types import BBox, ElementKind
 from pagesight.ingestion.parse.blocks import RawBlock
+from pagesight.ingestion.parse.table_words import fill_grid
 from pagesight.ingestion.parse.text import join_boxed_lines, line_box, line_text
 from pagesight.ingestion.tables import table_cells, table_to_markdown
 
@@ -283,8 +284,8 @@ class LayoutPageParser:
             )
         out: dict[int, list[RawBlock]] = {}
         for page_layout in parsed.pages:
-            blocks = [b for box in page_layout.boxes if (b := self._block(box)) is not None]
             page = doc.load_page(page_layout.page_number - 1)
+            blocks = [b for box in page_layout.boxes if (b := self._block(box, page)) is not None]
             chars = (page_chars or {}).get(page_layout.page_number)
             out[page_layout.page_number] = self._with_fallback(page, blocks, chars)
         return out
@@ -315,16 +316,22 @@ class LayoutPageParser:
                 )
         return plain
 
-    def _block(self, box: Any) -> RawBlock | None:
+    def _block(self, box: Any, page: pymupdf.Page) -> RawBlock | None:
         kind = _LAYOUT_KINDS.get(box.boxclass, ElementKind.TEXT)
         if kind is None:
             return None
         bbox = BBox.of((box.x0, box.y0, box.x1, box.y1))
         if kind == ElementKind.TABLE:
             table = box.table or {}
-            # The grid the table model found is the element's cells; the text is rendered
+            # The grid the table model found is the element's cells, filled with whole words
+            # (its own text is clipped at the cell edges: table_words); the text is rendered
             # from it.
-            cells = table_cells(table.get("extract") or [])
+            extract = table.get("extract") or []
+            grid = table.get("cells") or []
+            words = (
+                page.get_text("words", clip=table.get("bbox") or bbox.as_tuple()) if grid else []
+            )
+            cells = table_cells(fill_grid(grid, words, extract) or extract)
             if not cells:
                 return None
             return RawBlock(kind, table_to_markdown(cells), bbox, self.name, cells=cells)

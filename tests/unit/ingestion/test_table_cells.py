@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pymupdf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -188,14 +189,15 @@ def test_the_layout_parser_keeps_the_table_models_grid() -> None:
     box = SimpleNamespace(
         boxclass="table", x0=10.0, y0=20.0, x1=300.0, y1=200.0, table={"extract": EXTRACT}
     )
-    block = LayoutPageParser()._block(box)
+    blank = pymupdf.open().new_page()
+    block = LayoutPageParser()._block(box, blank)
     assert block is not None and block.kind == ElementKind.TABLE
     assert block.cells == table_cells(EXTRACT)
     assert block.text == table_to_markdown(EXTRACT)
     empty = SimpleNamespace(
         boxclass="table", x0=10.0, y0=20.0, x1=300.0, y1=200.0, table={"extract": [[None]]}
     )
-    assert LayoutPageParser()._block(empty) is None
+    assert LayoutPageParser()._block(empty, blank) is None
 
     (element,) = ElementAssembler().assemble("d", "v", [(1, [block])])
     assert element.cells == block.cells and element.text == block.text

@@ -199,14 +199,14 @@ def test_layout_blocks_and_their_fallback_carry_their_printed_lines() -> None:
     parser = LayoutPageParser()
 
     box = SimpleNamespace(boxclass="text", x0=72, y0=130, x1=540, y1=230, textlines=textlines)
-    block = parser._block(box)
+    block = parser._block(box, page)
     assert block is not None and len(block.lines) == len(textlines) > 3
     _assert_blocks_printed([block], page)
     table = SimpleNamespace(
         boxclass="table", x0=72, y0=130, x1=540, y1=230, textlines=textlines,
         table={"extract": [["a", "b"], ["1", "2"]]},
     )  # fmt: skip
-    table_block = parser._block(table)
+    table_block = parser._block(table, page)
     assert table_block is not None and table_block.lines == []
 
     # the layout model found nothing: the plain text blocks, with their lines
