@@ -456,11 +456,19 @@ def _join(left: str, right: str) -> str:
     return f"{left} {right}"
 
 
-def _fill_spanning(row: list[str], first: int) -> list[str]:
-    """An upper header row with each label spread over the empty cells nearest to it."""
-    # With empty cells in the row, labels are spread over spans, and neighbouring cells are
-    # usually pieces of one ("| | Year | Ended Decemb | er 31, | |"); two years stay apart.
-    has_gaps = not all(row[first:])
+def spread_spanning_labels(
+    row: list[str], first: int, *, join_neighbours: bool = True
+) -> list[str]:
+    """An upper header row with each label spread over the empty cells nearest to it (cells
+    before ``first``, the row labels, are left as they are). Answers label values by the same
+    rule (:mod:`pagesight.query.answer_units`), with ``join_neighbours`` off: they read cells
+    filled with whole words, where neighbouring cells are separate labels unless one is a word
+    cut in two."""
+    # With empty cells in the row, labels are spread over spans, and where an extractor clipped
+    # the text at cell edges, neighbouring cells are usually pieces of one ("| | Year | Ended
+    # Decemb | er 31, | |"): join_neighbours joins them, and a yearless piece with the label
+    # after it that ends in a year (below); two years stay apart.
+    has_gaps = join_neighbours and not all(row[first:])
     spans: list[tuple[int, int, str]] = []
     for index in range(first, len(row)):
         cell = row[index]
@@ -477,7 +485,7 @@ def _fill_spanning(row: list[str], first: int) -> list[str]:
             spans.append((index, index, cell))
     if not spans:
         return row
-    if any(_YEAR.search(text) for _, _, text in spans):
+    if join_neighbours and any(_YEAR.search(text) for _, _, text in spans):
         # Where labels end in years, a yearless piece just before one is its start:
         # "| Year | Ended December 31, 2015 | Year Ended December 31, 2016 |".
         merged: list[tuple[int, int, str]] = []
@@ -509,7 +517,7 @@ def _fill_spanning(row: list[str], first: int) -> list[str]:
 
 def _column_headers(header: list[list[str]], width: int) -> list[list[str]]:
     """Each column's header cells top to bottom, spanning labels spread, repeats dropped."""
-    rows = [_fill_spanning(r, 1) for r in header[:-1]] + header[-1:]
+    rows = [spread_spanning_labels(r, 1) for r in header[:-1]] + header[-1:]
     headers: list[list[str]] = []
     for index in range(width):
         pieces: list[str] = []

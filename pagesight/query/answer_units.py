@@ -27,6 +27,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Literal
 
+from pagesight.ingestion.tables import spread_spanning_labels
+
 AnswerType = Literal["amount", "percent", "count", "year", "date", "name"]
 UnitKind = Literal["sentence", "list_item", "table_cell"]
 
@@ -219,7 +221,8 @@ def _table_units(text: str, rows: list[tuple[int, int]]) -> list[Unit]:
         return []
     # Header rows: the first, and each following row with an empty label cell or no digits
     # (a multi-line header: "Three months ended December 31," over "2022 | 2021"). A head cell
-    # spans the empty cells to its right, as merged header cells print.
+    # spans the empty cells nearest to it, as a table's grid reads it (spread_spanning_labels:
+    # "13 Weeks Ended" set over the percent column names its amount column too).
     width = max(len(cells) for _, cells in grid)
     header = [""] * width
     body_from = 0
@@ -228,11 +231,10 @@ def _table_units(text: str, rows: list[tuple[int, int]]) -> list[Unit]:
         texts = [_collapse(text[a:b]) for a, b in cells]
         if body_from > 0 and texts and texts[0] and any(re.search(r"\d", t) for t in texts[1:]):
             break
-        carried = ""
+        padded = texts + [""] * (width - len(texts))
+        spread = spread_spanning_labels(padded, 1, join_neighbours=False)
         for i in range(1, width):
-            cell = texts[i] if i < len(texts) else ""
-            carried = cell or carried
-            header[i] = " ".join(p for p in (header[i], cell or carried) if p)
+            header[i] = " ".join(p for p in (header[i], spread[i]) if p)
         body_from += 1
     units: list[Unit] = []
     for _row, cells in grid[body_from:]:

@@ -25,6 +25,7 @@ from pagesight.ingestion.tables import (
     parse_markdown_table,
     parse_markdown_tables,
     row_texts,
+    spread_spanning_labels,
 )
 
 PDFS = Path(__file__).resolve().parents[3].parent / "shared" / "eval" / "pdfs"
@@ -112,6 +113,22 @@ def test_upper_header_label_spans_its_group_of_columns() -> None:
     industrial = grid.rows[0]
     assert industrial.group == "Business Segments"
     assert industrial.cells[1:4] == ["$12,267", "37.4%", "$2,737"]
+
+
+def test_without_joining_neighbours_whole_labels_stay_apart_and_cut_words_still_join() -> None:
+    """Cells filled with whole words (what answers read): neighbouring labels are separate,
+    also before one that ends in a year; a word cut in two still joins, and labels spread."""
+    row = ["Year", "Date of Declaration", "Total Dividend (Rs.)", "Unclaimed as on 31/03/2007", ""]
+    assert spread_spanning_labels(row, 1, join_neighbours=False) == [
+        "Year", "Date of Declaration", "Total Dividend (Rs.)",
+        "Unclaimed as on 31/03/2007", "Unclaimed as on 31/03/2007",
+    ]  # fmt: skip
+    # the grid's default, for clipped cells, joins them
+    assert spread_spanning_labels(row, 1)[2].endswith("(Rs.) Unclaimed as on 31/03/2007")
+    cut = ["", "", "Decem", "ber 31,", ""]
+    assert spread_spanning_labels(cut, 1, join_neighbours=False)[1:] == ["December 31,"] * 4
+    spanning = ["", "", "13 Weeks Ended", "", ""]
+    assert spread_spanning_labels(spanning, 1, join_neighbours=False)[1:] == ["13 Weeks Ended"] * 4
 
 
 def test_stacked_tables_in_one_block_are_split() -> None:

@@ -72,6 +72,23 @@ def test_units_are_sentences_list_items_and_table_cells_with_headers() -> None:
             assert " ".join(RELEASE[a:b].split()) in unit.text
 
 
+def test_a_head_set_over_a_later_column_names_the_columns_around_it() -> None:
+    """An earnings table: "13 Weeks Ended" sits over the percent column of its period, as the
+    grid keeps it; the amount column to its left is in its span too (the table grid's rule)."""
+    table = (
+        "|  |  | 13 Weeks Ended |  |  |\n|---|---|---|---|---|\n"
+        "|  | January 28, 2023 |  | January 29, 2022 |  |\n"
+        "| Net sales | $ 3,226,773 | 100.0% | $ 2,729,388 | 100.0% |"
+    )
+    cells = [u.text for u in split_units(table) if u.kind == "table_cell"]
+    assert cells == [
+        "Net sales — 13 Weeks Ended January 28, 2023: $ 3,226,773",
+        "Net sales — 13 Weeks Ended January 28, 2023: 100.0%",
+        "Net sales — 13 Weeks Ended January 29, 2022: $ 2,729,388",
+        "Net sales — 13 Weeks Ended January 29, 2022: 100.0%",
+    ]
+
+
 def test_a_sentence_broken_by_a_page_break_stays_one_unit() -> None:
     text = "The share of Americans who say\nallies should spend more was 35% in 2019.\nNext."
     units = split_units(text)
