@@ -184,8 +184,15 @@ def is_number(cell: str) -> bool:
     return bool(_NUMBER.match(text))
 
 
-def _is_value(cell: str) -> bool:
+def is_value(cell: str) -> bool:
+    """A printed number or nil: what a data cell holds."""
     return is_number(cell) or is_nil(cell)
+
+
+def is_data_value(cell: str) -> bool:
+    """A value that is data, not a period ("2018", "December 31, 2017" head columns): what
+    tells a data row from a header row."""
+    return is_value(cell) and not is_period_text(cell)
 
 
 def is_period_text(cell: str) -> bool:
@@ -261,7 +268,7 @@ def _clean_cell(cell: str) -> str:
 
 def _tidy_value(cell: str) -> str:
     """Drop the spaces extractors put between a sign and its number ("$ 1,234", "22.4 %")."""
-    if not (is_number(cell) or is_nil(cell)):
+    if not is_value(cell):
         return cell
     return _SPACE_BEFORE_PERCENT.sub("%", _SIGN_BEFORE_NUMBER.sub(r"\1", cell))
 
@@ -283,12 +290,12 @@ def _merge_split_signs(row: list[str]) -> None:
             continue
         nxt = row[index + 1] if index + 1 < len(row) else ""
         prev = row[index - 1] if index > 0 else ""
-        if _CURRENCY_CELL.match(cell) and nxt and _is_value(nxt):
+        if _CURRENCY_CELL.match(cell) and nxt and is_value(nxt):
             row[index + 1] = cell + nxt
             row[index] = ""
             continue
         trailing = re.match(rf"^(.*\S)\s+({_CURRENCY})$", cell)
-        if trailing and nxt and _is_value(nxt) and not re.match(_CURRENCY, nxt):
+        if trailing and nxt and is_value(nxt) and not re.match(_CURRENCY, nxt):
             row[index] = trailing.group(1)  # "1,560 $" | "1,604": that sign is the next number's
             row[index + 1] = trailing.group(2) + nxt
             cell = row[index]
@@ -315,9 +322,7 @@ def _has_numbers(row: list[str]) -> bool:
 def _is_header_like(row: list[str]) -> bool:
     """No numbers and some text among the value cells: a header row, not data or a group."""
     values = [c for c in _values(row) if c]
-    return bool(values) and not any(
-        (is_number(c) or is_nil(c)) and not is_period_text(c) for c in values
-    )
+    return bool(values) and not any(is_data_value(c) for c in values)
 
 
 def _starts_new_table(rows: list[list[str]], index: int) -> bool:
@@ -584,7 +589,7 @@ def _label_column_count(body: list[list[str]], width: int) -> int:
     count = 1
     while count < width - 1:
         filled = [r[count] for r in body if r[count]]
-        if not filled or sum(1 for c in filled if _is_value(c)) > 0.2 * len(filled):
+        if not filled or sum(1 for c in filled if is_value(c)) > 0.2 * len(filled):
             break
         count += 1
     return count

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pagesight.ingestion.table_periods import CURRENCY
-from pagesight.ingestion.tables import is_nil, is_number, is_period_text
+from pagesight.ingestion.tables import is_data_value, is_value
 
 #: ``page.get_text("words")``: x0, y0, x1, y1, text, block, line, word number
 Word = tuple[float, float, float, float, str, int, int, int]
@@ -86,17 +86,14 @@ def _starts_phrase(before: Word, word: Word) -> bool:
         return True
     if _CURRENCY_SIGN.fullmatch(word[4]):
         return True
-    ends_value = before[4] in _PERCENT or (_is_value(before[4]) and not before[4].endswith(","))
-    return ends_value and _is_value(word[4])
+    ends_value = before[4] in _PERCENT or (is_value(before[4]) and not before[4].endswith(","))
+    return ends_value and is_value(word[4])
 
 
 def _is_data_row(pieces: Sequence[Phrase]) -> bool:
-    """A row with a value in it (a phrase that is a number or a printed nil, not a period)."""
-    return any(_is_value(p.text) and not is_period_text(p.text) for p in pieces)
-
-
-def _is_value(text: str) -> bool:
-    return is_number(text) or is_nil(text)
+    """A row with a value in it (a phrase that is a number or a printed nil, not a period),
+    as the table grids tell data rows from header rows."""
+    return any(is_data_value(p.text) for p in pieces)
 
 
 def _joined(run: list[Word]) -> Phrase:
